@@ -1,0 +1,31 @@
+# Quick start: `make demo` runs the whole tuning job on sandbox hosts with the SGLang emulator;
+# `make test` runs every test and quality gate. Both install what they need (see scripts/setup.sh).
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+
+.PHONY: setup test lint unit integration demo sandbox-up sandbox-down
+
+setup:
+	@bash scripts/setup.sh
+
+test: setup lint
+	@bash scripts/pytest.sh tests
+
+unit: setup
+	@bash scripts/pytest.sh tests/unit
+
+integration: setup
+	@bash scripts/pytest.sh tests/integration
+
+lint: setup
+	@bash scripts/lint.sh
+
+demo: setup
+	@bash scripts/demo.sh
+
+sandbox-up: setup
+	@$(PY) -m tests.sandbox up --hosts $${HOSTS:-1} --emulator
+
+sandbox-down: setup
+	@$(PY) -m tests.sandbox down

@@ -1,0 +1,327 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Statistics over benchmark sweeps: per-level summaries, operator tables, noise-aware A/B verdicts.
+
+Note that this module util is private to the llmops.sglang collection; do not use it from other collections.
+
+A sweep is the document written by the ``bench`` module (see docs/bench-schema.md). The A/B rule follows
+benchmarking-and-tuning §D.3: a level counts as changed only when the difference is statistically supported
+(two-sided Mann-Whitney U p < alpha, or a bootstrap CI of the median ratio that excludes 1) AND large enough
+(|change| >= max(min_effect_pct, 2 x pooled CV)). With fewer than three runs per side no test is meaningful,
+so only an explicit noise band decides and the level is flagged ``low_confidence``.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import typing as t
+
+THROUGHPUT_METRICS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s")
+SUMMARY_FIELDS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s", "tokens", "wall_s")
+LATENCY_FIELDS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
+MIN_RUNS_FOR_TEST = 3
+# §D.3: n >= 5 per arm is the standard; 3 or 4 runs is a smoke test, so say so.
+MIN_RUNS_FOR_CONFIDENCE = 5
+COMPARE_HEADER = "| Concurrency | Baseline (tok/s) | Candidate (tok/s) | Change | Verdict |"
+SWEEP_HEADER = "| C | Agg tok/s | Per-req tok/s | Tokens | Wall(s) | Ok |"
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def cv_pct(values: list[float]) -> float | None:
+    """Coefficient of variation in percent (sample stdev / mean); None when it cannot be estimated."""
+    if len(values) < 2:
+        return None
+    mean = statistics.fmean(values)
+    if mean == 0:
+        return None
+    return statistics.stdev(values) / mean * 100.0
+
+
+def _runs_of(level: dict, where: str) -> list[dict]:
+    runs = level.get("runs")
+    if not isinstance(runs, list):
+        raise ValueError(f"{where}.runs must be a list of run objects")
+    for index, run in enumerate(runs):
+        if not isinstance(run, dict):
+            raise ValueError(f"{where}.runs[{index}] must be an object, got {type(run).__name__}")
+    return runs
+
+
+def _metric_values(runs: list[dict], metric: str, where: str, *, required: bool) -> list[float]:
+    values: list[float] = []
+    for index, run in enumerate(runs):
+        value = run.get(metric)
+        if value is None and not required:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{where}.runs[{index}].{metric} must be a finite number, got {value!r}")
+        values.append(float(value))
+    return values
+
+
+def _latency_summary(runs: list[dict]) -> dict[str, dict[str, float | None]]:
+    """Median over runs of each run's latency percentiles (percentiles are never averaged, §D.3-5)."""
+    summary: dict[str, dict[str, float | None]] = {}
+    for field in LATENCY_FIELDS:
+        quantiles = {key for run in runs for key in (run.get(field) or {})}
+        summary[field] = {
+            q: _median([run[field][q] for run in runs if (run.get(field) or {}).get(q) is not None])
+            for q in sorted(quantiles)
+        }
+    return summary
+
+
+def summarize_level(runs: list[dict]) -> dict:
+    """Summary of one concurrency level: medians over runs, totals of ok/failed, spread of agg tok/s."""
+    where = "level"
+    runs = _runs_of({"runs": runs}, where)
+    summary: dict[str, t.Any] = {"n_runs": len(runs)}
+    for field in SUMMARY_FIELDS:
+        summary[field] = _median(_metric_values(runs, field, where, required=False))
+    agg = _metric_values(runs, "agg_tok_s", where, required=False)
+    summary["agg_tok_s_cv_pct"] = cv_pct(agg)
+    summary["agg_tok_s_min"] = min(agg) if agg else None
+    summary["agg_tok_s_max"] = max(agg) if agg else None
+    summary["ok"] = sum(int(run.get("ok") or 0) for run in runs)
+    summary["failed"] = sum(int(run.get("failed") or 0) for run in runs)
+    summary["token_mismatch"] = sum(int(run.get("token_mismatch") or 0) for run in runs)
+    summary.update(_latency_summary(runs))
+    return summary
+
+
+def _levels_of(sweep: t.Any, name: str) -> list[dict]:
+    if not isinstance(sweep, dict):
+        raise ValueError(f"{name} must be a sweep object with a 'levels' list, got {type(sweep).__name__}")
+    levels = sweep.get("levels")
+    if not isinstance(levels, list):
+        raise ValueError(f"{name}.levels must be a list")
+    for index, level in enumerate(levels):
+        where = f"{name}.levels[{index}]"
+        if not isinstance(level, dict):
+            raise ValueError(f"{where} must be an object")
+        concurrency = level.get("concurrency")
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency <= 0:
+            raise ValueError(f"{where}.concurrency must be a positive integer, got {concurrency!r}")
+        _runs_of(level, where)
+    return levels
+
+
+def _format_number(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _markdown_table(header: str, rows: list[list[str]]) -> str:
+    columns = header.count("|") - 1
+    separator = "|" + "|".join(["---:"] * columns) + "|"
+    lines = [header, separator] + ["| " + " | ".join(row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def sweep_table(sweep: dict) -> str:
+    """Operators' Markdown table of a sweep: one row per level, medians over repeats; Ok = ok/attempted, all repeats."""
+    rows = []
+    for level in _levels_of(sweep, "sweep"):
+        summary = summarize_level(level["runs"])
+        attempted = summary["ok"] + summary["failed"]
+        rows.append([
+            str(level["concurrency"]),
+            _format_number(summary["agg_tok_s"]),
+            _format_number(summary["per_req_tok_s"]),
+            _format_number(summary["tokens"], 0),
+            _format_number(summary["wall_s"], 2),
+            f"{summary['ok']}/{attempted}",
+        ])
+    return _markdown_table(SWEEP_HEADER, rows)
+
+
+def _change_pct(baseline: float | None, candidate: float | None) -> float | None:
+    if baseline is None or candidate is None or baseline == 0:
+        return None
+    return (candidate / baseline - 1.0) * 100.0
+
+
+def _stats_libraries() -> tuple[t.Any, t.Any]:
+    # scipy (and numpy, which it requires) are controller dependencies; keep them out of import time.
+    try:
+        import numpy
+        from scipy.stats import mannwhitneyu
+    except ImportError as exc:
+        raise RuntimeError(
+            "compare_sweeps needs scipy (with numpy) on the controller to test levels with >= 3 runs per side; "
+            f"install scipy into the controller's Python ({exc})"
+        ) from exc
+    return numpy, mannwhitneyu
+
+
+def _mann_whitney_p(baseline: list[float], candidate: list[float]) -> float:
+    _numpy, mannwhitneyu = _stats_libraries()
+    has_ties = len(set(baseline + candidate)) < len(baseline) + len(candidate)
+    # The exact null distribution is cheap and correct for small, tie-free samples; ties need the normal approximation.
+    method = "exact" if not has_ties and min(len(baseline), len(candidate)) <= 8 else "asymptotic"
+    p_value = float(mannwhitneyu(candidate, baseline, alternative="two-sided", method=method).pvalue)
+    return 1.0 if math.isnan(p_value) else p_value
+
+
+def _bootstrap_ci_pct(baseline: list[float], candidate: list[float], *, alpha: float, n_boot: int,
+                      seed: int) -> tuple[float, float]:
+    """Percentile bootstrap CI of median(candidate)/median(baseline), expressed as percent change."""
+    numpy, _mannwhitneyu = _stats_libraries()
+    rng = numpy.random.default_rng(seed)
+    base = numpy.asarray(baseline, dtype=float)
+    cand = numpy.asarray(candidate, dtype=float)
+    base_medians = numpy.median(rng.choice(base, size=(n_boot, base.size), replace=True), axis=1)
+    cand_medians = numpy.median(rng.choice(cand, size=(n_boot, cand.size), replace=True), axis=1)
+    ratios = cand_medians / base_medians
+    low, high = numpy.percentile(ratios, [100.0 * alpha / 2.0, 100.0 * (1.0 - alpha / 2.0)])
+    return (float(low) - 1.0) * 100.0, (float(high) - 1.0) * 100.0
+
+
+def _pooled_cv(baseline: list[float], candidate: list[float]) -> float:
+    cvs = [cv for cv in (cv_pct(baseline), cv_pct(candidate)) if cv is not None]
+    return math.sqrt(sum(cv * cv for cv in cvs) / len(cvs)) if cvs else 0.0
+
+
+def _direction(change: float, threshold: float) -> str:
+    if change >= threshold:
+        return "improved"
+    if change <= -threshold:
+        return "regressed"
+    return "within_noise"
+
+
+def _tested_verdict(baseline: list[float], candidate: list[float], change: float, options: dict) -> dict:
+    threshold = max(options["min_effect_pct"], 2.0 * _pooled_cv(baseline, candidate))
+    p_value = _mann_whitney_p(baseline, candidate)
+    ci_low, ci_high = _bootstrap_ci_pct(baseline, candidate, alpha=options["alpha"], n_boot=options["n_boot"],
+                                        seed=options["seed"])
+    significant = p_value < options["alpha"] or ci_low > 0.0 or ci_high < 0.0
+    verdict = _direction(change, threshold) if significant else "within_noise"
+    confidence = round(100 * (1 - options["alpha"]))
+    evidence = (f"change {change:+.2f}% [{confidence}% CI {ci_low:+.2f}, {ci_high:+.2f}], p = {p_value:.3g}, "
+                f"threshold ±{threshold:.2f}%: {'significant' if significant else 'not significant'}")
+    return {
+        "verdict": verdict, "method": "mann_whitney+bootstrap", "p_value": p_value, "ci_low_pct": ci_low,
+        "ci_high_pct": ci_high, "threshold_pct": threshold, "significant": significant, "evidence": evidence,
+        "low_confidence": min(len(baseline), len(candidate)) < MIN_RUNS_FOR_CONFIDENCE,
+    }
+
+
+def _noise_band_verdict(change: float, options: dict) -> dict:
+    threshold = max(options["noise_band_pct"], options["min_effect_pct"])
+    verdict = _direction(change, threshold)
+    evidence = (f"change {change:+.2f}% vs noise band ±{threshold:.2f}% "
+                f"(fewer than {MIN_RUNS_FOR_TEST} runs per side: no significance test possible)")
+    return {
+        "verdict": verdict, "method": "noise_band", "p_value": None, "ci_low_pct": None, "ci_high_pct": None,
+        "threshold_pct": threshold, "significant": None, "evidence": evidence, "low_confidence": True,
+    }
+
+
+def _compare_level(concurrency: int, baseline_runs: list[dict], candidate_runs: list[dict], where: tuple[str, str],
+                   options: dict) -> dict:
+    metric = options["metric"]
+    baseline = _metric_values(baseline_runs, metric, where[0], required=True)
+    candidate = _metric_values(candidate_runs, metric, where[1], required=True)
+    skip_reason = _skip_reason(baseline, candidate, metric)
+    if skip_reason:
+        return {"concurrency": concurrency, "reason": skip_reason}
+    baseline_per_req = _median(_metric_values(baseline_runs, "per_req_tok_s", where[0], required=False))
+    candidate_per_req = _median(_metric_values(candidate_runs, "per_req_tok_s", where[1], required=False))
+    result = {
+        "concurrency": concurrency,
+        "baseline_median": _median(baseline), "candidate_median": _median(candidate),
+        "baseline_per_req_median": baseline_per_req, "candidate_per_req_median": candidate_per_req,
+        "per_req_change_pct": _change_pct(baseline_per_req, candidate_per_req),
+        "n_baseline": len(baseline), "n_candidate": len(candidate),
+        "cv_baseline_pct": cv_pct(baseline), "cv_candidate_pct": cv_pct(candidate),
+    }
+    change = _change_pct(result["baseline_median"], result["candidate_median"])
+    result["change_pct"] = change
+    if min(len(baseline), len(candidate)) >= MIN_RUNS_FOR_TEST:
+        result.update(_tested_verdict(baseline, candidate, change, options))
+    else:
+        result.update(_noise_band_verdict(change, options))
+    return result
+
+
+def _skip_reason(baseline: list[float], candidate: list[float], metric: str) -> str | None:
+    if not baseline or not candidate:
+        missing = "both sides" if not (baseline or candidate) else "baseline" if not baseline else "candidate"
+        return f"no runs on {missing}"
+    if statistics.median(baseline) == 0:
+        return f"baseline median {metric} is 0 (every baseline run failed)"
+    return None
+
+
+def _overall_verdict(levels: list[dict]) -> str:
+    verdicts = {level["verdict"] for level in levels}
+    if "improved" in verdicts and "regressed" in verdicts:
+        return "mixed"
+    if "improved" in verdicts:
+        return "improved"
+    if "regressed" in verdicts:
+        return "regressed"
+    return "no significant change"
+
+
+def _compare_table(levels: list[dict]) -> str:
+    rows = []
+    for level in levels:
+        verdict = level["verdict"] + (" (low confidence)" if level["low_confidence"] else "")
+        rows.append([
+            str(level["concurrency"]), _format_number(level["baseline_median"]),
+            _format_number(level["candidate_median"]), f"{level['change_pct']:+.1f}%", verdict,
+        ])
+    return _markdown_table(COMPARE_HEADER, rows)
+
+
+def _validated_options(metric: str, min_effect_pct: float, noise_band_pct: float, alpha: float, n_boot: int,
+                       seed: int) -> dict:
+    if metric not in THROUGHPUT_METRICS:
+        raise ValueError(f"metric must be one of {', '.join(THROUGHPUT_METRICS)} (higher is better), got {metric!r}")
+    if min_effect_pct < 0 or noise_band_pct < 0:
+        raise ValueError("min_effect_pct and noise_band_pct must be >= 0")
+    if not 0 < alpha < 1:
+        raise ValueError(f"alpha must be between 0 and 1, got {alpha!r}")
+    if n_boot < 100:
+        raise ValueError(f"n_boot must be >= 100 for a usable bootstrap CI, got {n_boot!r}")
+    return {"metric": metric, "min_effect_pct": float(min_effect_pct), "noise_band_pct": float(noise_band_pct),
+            "alpha": float(alpha), "n_boot": int(n_boot), "seed": int(seed)}
+
+
+def compare_sweeps(baseline: dict, candidate: dict, *, metric: str = "agg_tok_s", min_effect_pct: float = 2.0,
+                   noise_band_pct: float = 5.0, alpha: float = 0.05, n_boot: int = 2000, seed: int = 0) -> dict:
+    """Compare two sweeps level by level (matched by concurrency) and give an honest overall verdict.
+
+    Raises ValueError naming the offending field when an input is malformed or no level can be compared.
+    """
+    options = _validated_options(metric, min_effect_pct, noise_band_pct, alpha, n_boot, seed)
+    baseline_levels = {level["concurrency"]: (i, level) for i, level in enumerate(_levels_of(baseline, "baseline"))}
+    candidate_levels = {level["concurrency"]: (i, level) for i, level in enumerate(_levels_of(candidate, "candidate"))}
+    compared: list[dict] = []
+    skipped: list[dict] = []
+    for concurrency in sorted(baseline_levels.keys() | candidate_levels.keys()):
+        if concurrency not in baseline_levels or concurrency not in candidate_levels:
+            side = "baseline" if concurrency not in baseline_levels else "candidate"
+            skipped.append({"concurrency": concurrency, "reason": f"level missing from the {side} sweep"})
+            continue
+        (b_index, b_level), (c_index, c_level) = baseline_levels[concurrency], candidate_levels[concurrency]
+        where = (f"baseline.levels[{b_index}]", f"candidate.levels[{c_index}]")
+        level = _compare_level(concurrency, b_level["runs"], c_level["runs"], where, options)
+        (skipped if "reason" in level else compared).append(level)
+    if not compared:
+        raise ValueError("baseline.levels and candidate.levels have no concurrency level with runs on both sides")
+    return {
+        "metric": metric,
+        "verdict": _overall_verdict(compared),
+        "improved": [level["concurrency"] for level in compared if level["verdict"] == "improved"],
+        "regressed": [level["concurrency"] for level in compared if level["verdict"] == "regressed"],
+        "low_confidence": any(level["low_confidence"] for level in compared),
+        "levels": compared,
+        "skipped": skipped,
+        "parameters": options,
+        "table": _compare_table(compared),
+    }

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Installs everything `make test` and `make demo` need on a fresh Debian 12 machine:
+# Debian packages (when root), the project venv with pinned Python dependencies, and
+# the gitignored self-link that puts this checkout on Ansible's collections path.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+venv=${VENV:-$root/.venv}
+python=${PYTHON:-python3}
+
+# Packages the sandbox hosts and the controller need. Only installed when missing;
+# policy-rc.d keeps the package scripts from starting a real sshd on this machine.
+apt_packages=(openssh-server openssh-client iproute2 util-linux systemd python3-venv rsync)
+missing=()
+for p in "${apt_packages[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+    if [[ $(id -u) -ne 0 ]]; then
+        echo "setup: missing Debian packages: ${missing[*]} (run as root, or install them first)" >&2
+        exit 1
+    fi
+    created_policy=0
+    if [[ ! -e /usr/sbin/policy-rc.d ]]; then
+        printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod 755 /usr/sbin/policy-rc.d
+        created_policy=1
+    fi
+    trap '[[ $created_policy == 1 ]] && rm -f /usr/sbin/policy-rc.d' EXIT
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+stamp=$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+if [[ ! -f $stamp ]]; then
+    [[ -x $venv/bin/python ]] || "$python" -m venv "$venv"
+    "$venv/bin/python" -m pip install -q --upgrade "pip==25.3"
+    "$venv/bin/python" -m pip install -q -e ".[test]"
+    rm -f "$venv"/.installed-*
+    touch "$stamp"
+fi
+
+mkdir -p collections/ansible_collections/llmops
+ln -sfn ../../.. collections/ansible_collections/llmops/sglang

@@ -1,0 +1,64 @@
+"""Run playbooks in tests the way users run them: ansible-runner, real SSH, this checkout's ansible.cfg."""
+from __future__ import annotations
+
+import shutil
+import sys
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ansible_runner
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+RUNNER_TMP = REPO_ROOT / ".cache" / "runner"
+
+
+@dataclass
+class PlaybookResult:
+    status: str
+    rc: int
+    stats: dict
+    events: list[dict] = field(repr=False)
+    stdout: str = field(repr=False)
+
+    def changed(self, host: str) -> int:
+        return self.stats.get("changed", {}).get(host, 0)
+
+    def task_results(self, task_name: str) -> dict[str, dict]:
+        """``res`` of every host's ok/failed event for the task named ``task_name``."""
+        results = {}
+        for event in self.events:
+            data = event.get("event_data", {})
+            if event["event"] in ("runner_on_ok", "runner_on_failed") and data.get("task") == task_name:
+                results[data["host"]] = data["res"]
+        return results
+
+
+class PlaybookRunner:
+    def __init__(self, inventory: Path) -> None:
+        self.inventory = inventory
+
+    def run(self, playbook: str | Path, extravars: dict | None = None, *, limit: str | None = None,
+            check: bool = False, diff: bool = False, tags: str | None = None) -> PlaybookResult:
+        RUNNER_TMP.mkdir(parents=True, exist_ok=True)
+        private_data_dir = tempfile.mkdtemp(prefix="run-", dir=RUNNER_TMP)
+        cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
+        try:
+            result = ansible_runner.run(
+                private_data_dir=private_data_dir,
+                playbook=str(playbook),
+                inventory=str(self.inventory),
+                extravars=extravars or {},
+                limit=limit,
+                tags=tags,
+                cmdline=cmdline or None,
+                quiet=True,
+                envvars={
+                    "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
+                    "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
+                },
+            )
+            return PlaybookResult(status=result.status, rc=result.rc, stats=result.stats or {},
+                                  events=list(result.events), stdout=result.stdout.read())
+        finally:
+            shutil.rmtree(private_data_dir, ignore_errors=True)

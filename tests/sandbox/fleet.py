@@ -1,0 +1,406 @@
+"""Sandbox GPU hosts: Linux namespaces running real systemd (PID 1), journald and sshd.
+
+Each host is `unshare`d from this machine with private mount/PID/UTS/IPC/net/cgroup namespaces,
+private writable layers over every directory that could leak (see boot-host.sh), and a veth
+on a bridge, so Ansible reaches it over plain SSH exactly like a GPU server. State lives in
+``<repo>/.sandbox`` so that ``down`` works from any process.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import yaml
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+BOOT_SCRIPT = Path(__file__).with_name("boot-host.sh")
+HOST_VISIBLE_CGROUPS = (Path("/sys/fs/cgroup/systemd"), Path("/sys/fs/cgroup/unified"))
+CGROUP_PREFIX = "llmops-sandbox-"
+VETH_PREFIX = "llmops-v"
+
+
+class SandboxError(RuntimeError):
+    """The sandbox fleet cannot be brought up or torn down; the message says why."""
+
+
+@dataclass
+class SandboxHost:
+    name: str
+    index: int
+    address: str
+    launcher_pid: int
+    pid: int  # systemd (PID 1 inside), as seen from this machine
+
+
+@dataclass
+class FleetConfig:
+    state_dir: Path = REPO_ROOT / ".sandbox"
+    bridge: str = os.environ.get("LLMOPS_SANDBOX_BRIDGE", "llmops-br0")
+    subnet_prefix: str = os.environ.get("LLMOPS_SANDBOX_SUBNET", "10.213.0")
+    name_prefix: str = "gpu"  # hosts are <prefix>1..N; cgroups and veths carry the name
+    boot_timeout_s: float = 90.0
+
+    @property
+    def gateway(self) -> str:
+        return f"{self.subnet_prefix}.1"
+
+    def address(self, index: int) -> str:
+        return f"{self.subnet_prefix}.{10 + index}"
+
+
+def unsupported_reason() -> str | None:
+    """Why sandbox hosts cannot run here, or None when they can."""
+    if os.geteuid() != 0:
+        return "sandbox hosts need root (namespaces, mounts, veths)"
+    for tool in ("unshare", "nsenter", "ip", "sshd", "ssh"):
+        if shutil.which(tool) is None and not Path(f"/usr/sbin/{tool}").exists():
+            return f"sandbox hosts need `{tool}` (run scripts/setup.sh to install it)"
+    if not Path("/lib/systemd/systemd").exists():
+        return "sandbox hosts need systemd installed at /lib/systemd/systemd"
+    if not all((root / "cgroup.procs").exists() for root in HOST_VISIBLE_CGROUPS):
+        return "sandbox hosts need the cgroup v1 name=systemd + v2 unified (hybrid) layout"
+    probe = subprocess.run(["unshare", "--mount", "--net", "--pid", "--fork", "true"],
+                           capture_output=True, text=True)
+    if probe.returncode != 0:
+        return f"unshare is not permitted here: {probe.stderr.strip()}"
+    return None
+
+
+def _run(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    result = subprocess.run(argv, capture_output=True, text=True)
+    if check and result.returncode != 0:
+        raise SandboxError(f"{' '.join(argv)} failed: {result.stderr.strip() or result.stdout.strip()}")
+    return result
+
+
+def _in_host(pid: int, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+    return _run("nsenter", "-t", str(pid), "-a", *argv, check=check)
+
+
+def _child_pid(parent: int, timeout_s: float = 10.0) -> int:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            children = Path(f"/proc/{parent}/task/{parent}/children").read_text().split()
+        except FileNotFoundError:
+            raise SandboxError(f"launcher {parent} exited before systemd started") from None
+        if children:
+            return int(children[0])
+        time.sleep(0.05)
+    raise SandboxError(f"launcher {parent} did not fork within {timeout_s}s")
+
+
+class Fleet:
+    """Brings a fleet of sandbox hosts up and down; state is kept in ``config.state_dir``."""
+
+    def __init__(self, config: FleetConfig | None = None) -> None:
+        self.config = config or FleetConfig()
+        self.state_file = self.config.state_dir / "state.json"
+        self.key_file = self.config.state_dir / "id_ed25519"
+        self.inventory_file = self.config.state_dir / "inventory.yml"
+
+    # ---- state ------------------------------------------------------------------------------
+    def hosts(self) -> list[SandboxHost]:
+        if not self.state_file.exists():
+            return []
+        return [SandboxHost(**h) for h in json.loads(self.state_file.read_text())["hosts"]]
+
+    def _save(self, hosts: list[SandboxHost]) -> None:
+        self.state_file.write_text(json.dumps({"hosts": [asdict(h) for h in hosts]}, indent=2))
+
+    # ---- up ---------------------------------------------------------------------------------
+    def up(self, count: int, emulator: Path | None = None,
+           profiles: dict[str, Path] | None = None) -> list[SandboxHost]:
+        """Boot ``count`` hosts named ``<prefix>1..N``; ``profiles`` maps a host name to its emulator profile."""
+        reason = unsupported_reason()
+        if reason:
+            raise SandboxError(reason)
+        if self.hosts():
+            raise SandboxError(f"a sandbox fleet is already up (state in {self.state_file}); run `down` first")
+        self.config.state_dir.mkdir(parents=True, exist_ok=True)
+        self._ensure_key()
+        self._ensure_bridge()
+        hosts: list[SandboxHost] = []
+        try:
+            for index in range(1, count + 1):
+                name = f"{self.config.name_prefix}{index}"
+                profile = (profiles or {}).get(name) or (emulator / "profiles" / "demo.yaml" if emulator else None)
+                hosts.append(self._launch(name, index, emulator, profile))
+                self._save(hosts)
+            for host in hosts:
+                self._wire_network(host)
+            for host in hosts:
+                self._wait_booted(host)
+        except SandboxError as exc:
+            consoles = "\n".join(f"--- {h.name} console ---\n{_tail(self._console(h))}" for h in hosts)
+            self.down()
+            raise SandboxError(f"{exc}\n{consoles}") from None
+        except BaseException:
+            self.down()
+            raise
+        self._write_inventory(hosts)
+        return hosts
+
+    def _ensure_key(self) -> None:
+        if not self.key_file.exists():
+            _run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "llmops-sandbox", "-f", str(self.key_file))
+
+    def _ensure_bridge(self) -> None:
+        bridge = self.config.bridge
+        if _run("ip", "link", "show", bridge, check=False).returncode != 0:
+            _run("ip", "link", "add", bridge, "type", "bridge")
+            _run("ip", "addr", "add", f"{self.config.gateway}/24", "dev", bridge)
+        _run("ip", "link", "set", bridge, "up")
+
+    def _launch(self, name: str, index: int, emulator: Path | None, profile: Path | None) -> SandboxHost:
+        host_dir = self.config.state_dir / name
+        (host_dir / "scratch").mkdir(parents=True, exist_ok=True)
+        cgroup = CGROUP_PREFIX + name
+        for root in cgroup_hierarchies():
+            _make_cgroup(root / cgroup)
+        env = {
+            "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+            "SBX_NAME": name,
+            "SBX_SCRATCH": str(host_dir / "scratch"),
+            "SBX_CGROUP": cgroup,
+            "SBX_REPO": str(REPO_ROOT),
+            "SBX_PUBKEY": str(self.key_file) + ".pub",
+            "SBX_MACHINE_ID": uuid.uuid4().hex,
+            "SBX_EMULATOR": str(emulator or ""),
+            "SBX_PROFILE": str(profile or ""),
+        }
+
+        def enter_host_cgroups() -> None:
+            # In every hierarchy, so the host's cgroup namespace is rooted at its own subtree:
+            # the systemd inside mounts the v1 controllers itself and must not create
+            # init.scope/system.slice at the machine's roots.
+            for root in cgroup_hierarchies():
+                (root / cgroup / "cgroup.procs").write_text("0")
+
+        console = open(host_dir / "console.log", "wb")
+        with console:
+            launcher = subprocess.Popen(
+                ["unshare", "--pid", "--fork", "--mount", "--uts", "--ipc", "--net", "--cgroup",
+                 "--propagation", "private", "bash", str(BOOT_SCRIPT)],
+                env=env, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
+                preexec_fn=enter_host_cgroups, start_new_session=True)
+        return SandboxHost(name=name, index=index, address=self.config.address(index),
+                           launcher_pid=launcher.pid, pid=_child_pid(launcher.pid))
+
+    def _wire_network(self, host: SandboxHost) -> None:
+        veth = self._veth(host)
+        _run("ip", "link", "add", veth, "type", "veth", "peer", "name", "eth0", "netns", str(host.pid))
+        _run("ip", "link", "set", veth, "master", self.config.bridge, "up")
+        _run("nsenter", "-t", str(host.pid), "-n", "ip", "addr", "add", f"{host.address}/24", "dev", "eth0")
+        _run("nsenter", "-t", str(host.pid), "-n", "ip", "link", "set", "eth0", "up")
+        _run("nsenter", "-t", str(host.pid), "-n", "ip", "link", "set", "lo", "up")
+
+    def _wait_booted(self, host: SandboxHost) -> None:
+        deadline = time.monotonic() + self.config.boot_timeout_s
+        state = ""
+        while time.monotonic() < deadline:
+            if not Path(f"/proc/{host.pid}").exists():
+                raise SandboxError(f"{host.name}: systemd exited during boot; see {self._console(host)}")
+            state = _in_host(host.pid, "systemctl", "is-system-running", check=False).stdout.strip()
+            if state in ("running", "degraded") and self._ssh_port_open(host):
+                if state == "degraded":
+                    failed = _in_host(host.pid, "systemctl", "--failed", "--no-legend", check=False).stdout
+                    raise SandboxError(f"{host.name} booted degraded; failed units:\n{failed}")
+                return
+            time.sleep(0.2)
+        raise SandboxError(f"{host.name} did not boot within {self.config.boot_timeout_s}s "
+                           f"(systemd state: {state or 'unknown'}); see {self._console(host)}")
+
+    def _console(self, host: SandboxHost) -> Path:
+        return self.config.state_dir / host.name / "console.log"
+
+    @staticmethod
+    def _ssh_port_open(host: SandboxHost) -> bool:
+        try:
+            with socket.create_connection((host.address, 22), timeout=0.5) as conn:
+                return conn.recv(4).startswith(b"SSH-")
+        except OSError:
+            return False
+
+    def _write_inventory(self, hosts: list[SandboxHost]) -> None:
+        inventory = {"all": {
+            "hosts": {h.name: {"ansible_host": h.address} for h in hosts},
+            "vars": self.connection_vars(),
+        }}
+        self.inventory_file.write_text(yaml.safe_dump(inventory, sort_keys=False))
+
+    def connection_vars(self) -> dict[str, str]:
+        return {
+            "ansible_user": "root",
+            "ansible_ssh_private_key_file": str(self.key_file),
+            "ansible_ssh_common_args": "-o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null "
+                                       "-o ControlMaster=no -o LogLevel=ERROR",
+            "ansible_python_interpreter": "/usr/bin/python3",
+        }
+
+    # ---- use ----------------------------------------------------------------------------------
+    def run(self, host: SandboxHost, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
+        """Run a command inside ``host`` (all its namespaces), for test assertions."""
+        return _in_host(host.pid, *argv, check=check)
+
+    # ---- down ---------------------------------------------------------------------------------
+    def down(self) -> None:
+        """Power every host off (SIGKILL after a grace period), then remove links, cgroups and state."""
+        hosts = self.hosts()
+        for host in hosts:
+            _signal(host.pid, signal.SIGRTMIN + 4)  # systemd: orderly poweroff
+        deadline = time.monotonic() + 15
+        while any(_alive(h.launcher_pid) for h in hosts) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for host in hosts:
+            # PID 1 of a PID namespace takes every process of the namespace with it.
+            _signal(host.pid, signal.SIGKILL)
+            _signal(host.launcher_pid, signal.SIGKILL)
+            _reap(host.launcher_pid)
+        for host in hosts:
+            _run("ip", "link", "del", self._veth(host), check=False)
+        _run("ip", "link", "del", self.config.bridge, check=False)
+        for root in cgroup_hierarchies():
+            for cgroup in root.glob(self._cgroup_glob):
+                _remove_cgroup_tree(cgroup)
+        for host in hosts:
+            shutil.rmtree(self.config.state_dir / host.name, ignore_errors=True)
+        self.state_file.unlink(missing_ok=True)
+        self.inventory_file.unlink(missing_ok=True)
+
+    def leftovers(self) -> list[str]:
+        """Everything a fleet could leave on this machine that is still there."""
+        found = []
+        links = _run("ip", "-o", "link", "show", check=False).stdout
+        for line in links.splitlines():
+            name = line.split(":")[1].strip().split("@")[0]
+            if name == self.config.bridge or name.startswith(VETH_PREFIX + self.config.name_prefix):
+                found.append(f"link {name}")
+        for root in cgroup_hierarchies():
+            found += [f"cgroup {p}" for p in root.glob(self._cgroup_glob)]
+        state_dir = str(self.config.state_dir)
+        for line in Path("/proc/self/mountinfo").read_text().splitlines():
+            if state_dir in line:
+                found.append(f"mount {line.split()[4]}")
+        for proc in Path("/proc").glob("[0-9]*"):
+            try:
+                cgroups = (proc / "cgroup").read_text()
+            except OSError:
+                continue
+            if f":/{CGROUP_PREFIX}{self.config.name_prefix}" in cgroups:
+                found.append(f"process {proc.name}")
+        return found
+
+    @property
+    def _cgroup_glob(self) -> str:
+        return f"{CGROUP_PREFIX}{self.config.name_prefix}*"
+
+    def _veth(self, host: SandboxHost) -> str:
+        return f"{VETH_PREFIX}{host.name}"
+
+
+def cgroup_hierarchies() -> list[Path]:
+    """Mount points of every cgroup hierarchy of this machine (v1 controllers, name=systemd, v2)."""
+    roots = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        fields = line.split()
+        fstype = fields[fields.index("-") + 1]
+        if fstype in ("cgroup", "cgroup2") and fields[3] == "/":
+            roots.append(Path(fields[4]))
+    return roots
+
+
+def _make_cgroup(path: Path) -> None:
+    path.mkdir(exist_ok=True)
+    # A new v1 cpuset starts with no CPUs or memory nodes; tasks cannot join it until it inherits them.
+    for knob in ("cpuset.cpus", "cpuset.mems"):
+        if (path / knob).exists() and not (path / knob).read_text().strip():
+            (path / knob).write_text((path.parent / knob).read_text())
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return "(no console output)"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie launcher is dead for our purposes.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _reap(pid: int) -> None:
+    try:
+        os.waitpid(pid, 0)
+    except ChildProcessError:
+        deadline = time.monotonic() + 5
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+
+
+def _remove_cgroup_tree(path: Path) -> None:
+    for child in sorted((p for p in path.rglob("*") if p.is_dir()), key=lambda p: len(p.parts), reverse=True):
+        _rmdir_when_empty(child)
+    _rmdir_when_empty(path)
+
+
+def _rmdir_when_empty(path: Path) -> None:
+    deadline = time.monotonic() + 5
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise SandboxError(f"cgroup {path} still busy after teardown") from None
+            time.sleep(0.05)
+
+
+@dataclass
+class MachineSnapshot:
+    """What of the real machine a sandbox must never change."""
+
+    systemd_units: frozenset[str]
+    tmp_entries: frozenset[str]
+    cgroup_dirs: frozenset[str]
+
+    def changes_since(self, before: "MachineSnapshot") -> list[str]:
+        return ([f"new unit /etc/systemd/system/{u}" for u in sorted(self.systemd_units - before.systemd_units)]
+                + [f"removed unit /etc/systemd/system/{u}" for u in sorted(before.systemd_units - self.systemd_units)]
+                + [f"new /tmp entry {e}" for e in sorted(self.tmp_entries - before.tmp_entries)]
+                + [f"vanished /tmp entry {e}" for e in sorted(before.tmp_entries - self.tmp_entries)]
+                + [f"new cgroup {c}" for c in sorted(self.cgroup_dirs - before.cgroup_dirs)])
+
+
+def machine_snapshot() -> MachineSnapshot:
+    units = Path("/etc/systemd/system")
+    return MachineSnapshot(
+        systemd_units=frozenset(str(p.relative_to(units)) for p in units.rglob("*")) if units.exists() else frozenset(),
+        tmp_entries=frozenset(p.name for p in Path("/tmp").iterdir()),
+        cgroup_dirs=frozenset(str(d) for root in cgroup_hierarchies() for d in root.iterdir() if d.is_dir()),
+    )
