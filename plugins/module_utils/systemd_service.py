@@ -1,0 +1,125 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""systemd + journald access for one SGLang service: unit state, the journal of one invocation,
+and the wait until the server is really ready.
+
+Private to the llmops.sglang collection. Commands run through a ``run(argv) -> (rc, out, err)``
+callable (``AnsibleModule.run_command`` in modules) so the logic stays testable.
+"""
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+READY_MARKER = "The server is fired up and ready to roll!"
+# How stale the unit state may get while the journal is quiet or busy.
+STATE_CHECK_INTERVAL_S = 0.5
+
+Runner = Callable[[list], tuple]
+
+
+@dataclass
+class UnitState:
+    active_state: str
+    sub_state: str
+    invocation_id: str
+    main_pid: int
+    n_restarts: int
+
+    @property
+    def running(self) -> bool:
+        return self.active_state in ("active", "activating", "reloading") and self.sub_state != "auto-restart"
+
+
+@dataclass
+class ReadyResult:
+    ready: bool
+    reason: str
+    invocation_id: str
+    log: str
+    seconds: float
+    health_status: int | None = None
+    events: list[str] = field(default_factory=list)
+
+
+def unit_state(run: Runner, unit: str) -> UnitState:
+    rc, out, err = run(["systemctl", "show", unit, "--property=ActiveState,SubState,InvocationID,MainPID,NRestarts"])
+    if rc != 0:
+        raise RuntimeError(f"systemctl show {unit} failed: {err.strip()}")
+    props = dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+    return UnitState(active_state=props.get("ActiveState", ""), sub_state=props.get("SubState", ""),
+                     invocation_id=props.get("InvocationID", ""), main_pid=int(props.get("MainPID") or 0),
+                     n_restarts=int(props.get("NRestarts") or 0))
+
+
+def invocation_log(run: Runner, invocation_id: str) -> str:
+    """Every journal line of exactly one start of a unit (selected by invocation id, not by time)."""
+    if not invocation_id:
+        return ""
+    rc, out, err = run(["journalctl", "--no-pager", "--output=cat", "--all", f"_SYSTEMD_INVOCATION_ID={invocation_id}"])
+    if rc != 0:
+        raise RuntimeError(f"journalctl failed: {err.strip()}")
+    return out
+
+
+def health_status(url: str, timeout_s: float = 2.0) -> int | None:
+    """HTTP status of the health endpoint, or None when nothing answers."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except (urllib.error.URLError, OSError):
+        return None
+
+
+def wait_until_ready(run: Runner, unit: str, health_url: str, timeout_s: float) -> ReadyResult:
+    """Wait until the unit is active AND its current invocation logged the ready marker AND the
+    health endpoint answers 200, or until the invocation fails or the time is up.
+
+    The journal of the invocation is followed (``journalctl -f``), so the wait returns as soon as
+    the marker is written instead of sleeping in fixed steps; unit state is re-read only while idle.
+    """
+    started = time.monotonic()
+    first = unit_state(run, unit)
+    invocation = first.invocation_id
+    follower = subprocess.Popen(
+        ["journalctl", "--no-pager", "--output=cat", "--all", "--follow", f"_SYSTEMD_INVOCATION_ID={invocation}"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    marker_seen = False
+    reason = "timeout"
+    buffer = b""
+    next_state_check = 0.0
+    try:
+        while time.monotonic() - started < timeout_s:
+            readable, _, _ = select.select([follower.stdout], [], [], STATE_CHECK_INTERVAL_S)
+            if readable:
+                chunk = os.read(follower.stdout.fileno(), 65536)
+                buffer = (buffer + chunk)[-65536:]
+                marker_seen = marker_seen or READY_MARKER.encode() in buffer
+            if time.monotonic() < next_state_check and not marker_seen:
+                continue
+            next_state_check = time.monotonic() + STATE_CHECK_INTERVAL_S
+            state = unit_state(run, unit)
+            if state.invocation_id != invocation or not state.running:
+                reason = f"the service stopped while starting (state {state.active_state}/{state.sub_state})"
+                break
+            if marker_seen:
+                status = health_status(health_url)
+                if status == 200:
+                    return ReadyResult(True, "ready", invocation, invocation_log(run, invocation),
+                                       time.monotonic() - started, status)
+                reason = f"ready marker logged but {health_url} answered {status}"
+        else:
+            reason = (f"not ready within {timeout_s:.0f}s"
+                      + ("" if marker_seen else " (no ready marker in the log)"))
+    finally:
+        follower.kill()
+        follower.wait()
+    return ReadyResult(False, reason, invocation, invocation_log(run, invocation), time.monotonic() - started)
