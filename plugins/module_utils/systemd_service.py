@@ -12,10 +12,11 @@ import os
 import select
 import subprocess
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from urllib.error import HTTPError, URLError
+
+from ansible.module_utils.urls import open_url
 
 READY_MARKER = "The server is fired up and ready to roll!"
 # How stale the unit state may get while the journal is quiet or busy.
@@ -71,11 +72,11 @@ def invocation_log(run: Runner, invocation_id: str) -> str:
 def health_status(url: str, timeout_s: float = 2.0) -> int | None:
     """HTTP status of the health endpoint, or None when nothing answers."""
     try:
-        with urllib.request.urlopen(url, timeout=timeout_s) as response:
+        with open_url(url, timeout=timeout_s, validate_certs=False) as response:
             return response.status
-    except urllib.error.HTTPError as exc:
+    except HTTPError as exc:
         return exc.code
-    except (urllib.error.URLError, OSError):
+    except (URLError, OSError):
         return None
 
 
@@ -98,7 +99,7 @@ def wait_until_ready(run: Runner, unit: str, health_url: str, timeout_s: float) 
     next_state_check = 0.0
     try:
         while time.monotonic() - started < timeout_s:
-            readable, _, _ = select.select([follower.stdout], [], [], STATE_CHECK_INTERVAL_S)
+            readable = select.select([follower.stdout], [], [], STATE_CHECK_INTERVAL_S)[0]
             if readable:
                 chunk = os.read(follower.stdout.fileno(), 65536)
                 buffer = (buffer + chunk)[-65536:]

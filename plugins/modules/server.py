@@ -17,15 +17,17 @@ description:
   - When the new configuration fails to start, the cause is classified from the log, the previous
     unit is restored and restarted, and the task fails naming the cause and SGLang's suggested fix.
 author:
-  - llmops.sglang contributors
+  - llmops.sglang contributors (@llmops)
 attributes:
   check_mode:
+    description: Reports what would change (unit, environment file, restart) without touching the host.
     support: full
   diff_mode:
+    description: Shows the unit file before and after.
     support: full
   idempotent:
+    description: A second run with the same inputs changes nothing and does not restart the server.
     support: full
-    details: A second run with the same inputs changes nothing and does not restart the server.
 options:
   name:
     description: Name of the systemd service (without C(.service)). Several instances per host need distinct names and ports.

@@ -1,0 +1,101 @@
+"""llmops.sglang.server on a sandbox host with the SGLang emulator: deploy, idempotence, diff,
+validation before change, rollback of a failed start, check mode, per-invocation logs."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.sandbox
+PLAYBOOK = Path(__file__).parent / "playbooks" / "server_deploy.yml"
+TASK = "Deploy the SGLang server"
+UNIT = "/etc/systemd/system/sglang.service"
+BASELINE = {"tp_size": 4, "speculative_algorithm": "NEXTN", "max_running_requests": None}
+
+
+@pytest.fixture(scope="module")
+def gpu1(fleet):
+    return next(h for h in fleet.hosts() if h.name == "gpu1")
+
+
+def deploy(runner, server_args, **extra):
+    flags = {k: extra.pop(k) for k in ("check", "diff") if k in extra}
+    result = runner.run(PLAYBOOK, {"sglang_server_args": server_args, **extra}, limit="gpu1", **flags)
+    return result, result.task_results(TASK).get("gpu1", {})
+
+
+def host_state(fleet, host):
+    unit = fleet.run(host, "cat", UNIT, check=False).stdout
+    invocation = fleet.run(host, "systemctl", "show", "-p", "InvocationID", "--value", "sglang.service").stdout.strip()
+    active = fleet.run(host, "systemctl", "is-active", "sglang.service", check=False).stdout.strip()
+    return unit, invocation, active
+
+
+def test_deploy_then_idempotent_rerun(fleet, runner, gpu1):
+    first, res = deploy(runner, BASELINE)
+    assert first.status == "successful", first.stdout
+    assert res["changed"] and res["restarted"]
+    assert "The server is fired up and ready to roll!" in res["startup_log"]
+    assert res["ready_seconds"] > 0
+    assert "--tp-size 4" in " ".join(res["command"])
+    unit, invocation, active = host_state(fleet, gpu1)
+    assert active == "active" and res["invocation_id"] == invocation
+    assert "KillMode=mixed" in unit and "TimeoutStartSec=1800" in unit and "--speculative-algorithm NEXTN" in unit
+
+    second, res2 = deploy(runner, BASELINE)
+    assert second.status == "successful"
+    assert res2["changed"] is False and res2["restarted"] is False
+    assert host_state(fleet, gpu1)[1] == invocation, "an unchanged deploy must not restart the server"
+
+
+def test_changed_flag_restarts_and_diff_shows_it(fleet, runner, gpu1):
+    deploy(runner, BASELINE)
+    before = host_state(fleet, gpu1)
+    result, res = deploy(runner, {**BASELINE, "enable_fused_moe_sum_all_reduce": True}, diff=True)
+    assert result.status == "successful", result.stdout
+    assert res["changed"] and res["restarted"]
+    assert "--enable-fused-moe-sum-all-reduce" in res["diff"]["after"]
+    assert "--enable-fused-moe-sum-all-reduce" not in res["diff"]["before"]
+    assert host_state(fleet, gpu1)[1] != before[1]
+
+
+def test_unknown_flag_fails_before_any_change(fleet, runner, gpu1):
+    deploy(runner, BASELINE)
+    before = host_state(fleet, gpu1)
+    result, res = deploy(runner, {**BASELINE, "tp_sise": 2})
+    assert result.status == "failed"
+    assert "server_args.tp_sise" in res["msg"] and "did you mean tp_size (--tp-size)" in res["msg"]
+    assert host_state(fleet, gpu1) == before, "unit and running server must be untouched"
+
+
+def test_failed_start_rolls_back_to_the_previous_unit(fleet, runner, gpu1):
+    deploy(runner, BASELINE)
+    before_unit, before_invocation, _ = host_state(fleet, gpu1)
+    result, res = deploy(runner, {**BASELINE, "mem_fraction_static": 0.99})
+    assert result.status == "failed"
+    assert "Not enough memory" in res["msg"] and res["failure"]["kind"] == "oom"
+    assert "mem-fraction-static" in res["msg"]
+    assert res["rolled_back"] is True
+    unit, invocation, active = host_state(fleet, gpu1)
+    assert unit == before_unit and active == "active" and invocation != before_invocation
+    health = fleet.run(gpu1, "python3", "-c", "import urllib.request as u;print(u.urlopen('http://127.0.0.1:30000/health').status)")
+    assert health.stdout.strip() == "200"
+
+
+def test_check_mode_changes_nothing(fleet, runner, gpu1):
+    deploy(runner, BASELINE)
+    before = host_state(fleet, gpu1)
+    result, res = deploy(runner, {**BASELINE, "cuda_graph_max_bs": 32}, check=True, diff=True)
+    assert result.status == "successful"
+    assert res["changed"] is True and "restart" in res["actions"]
+    assert host_state(fleet, gpu1) == before
+
+
+def test_startup_log_holds_only_this_invocation(fleet, runner, gpu1):
+    for _ in range(3):
+        result, res = deploy(runner, BASELINE, sglang_server_state="restarted")
+        assert result.status == "successful", result.stdout
+        assert res["startup_log"].count("server_args=ServerArgs(") == 1
+        assert res["startup_log"].count("The server is fired up and ready to roll!") == 1
+    whole = fleet.run(gpu1, "journalctl", "--no-pager", "-o", "cat", "-u", "sglang.service").stdout
+    assert whole.count("The server is fired up and ready to roll!") >= 3
