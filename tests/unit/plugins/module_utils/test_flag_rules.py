@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.llmops.sglang.plugins.module_utils.flag_rules import evaluate_flag_rules, version_in_range
+
+RULES = yaml.safe_load((Path(__file__).resolve().parents[4] / "roles/sglang_preflight/files/flag_rules.yml").read_text())["rules"]
+SM120 = {"sm": "sm120", "gpu_name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "nnodes": 1, "topk": 8,
+         "moe_dtype": None, "sglang_version": "0.5.11"}
+
+
+def test_demo_case_allreduce_fusion_is_a_no_op_on_sm120():
+    findings = evaluate_flag_rules(RULES, {"enable_flashinfer_allreduce_fusion": True}, SM120)
+    assert [f["id"] for f in findings] == ["allreduce-fusion-arch"]
+    assert findings[0]["message"].startswith("enable_flashinfer_allreduce_fusion will not take effect because "
+                                             "FlashInfer all-reduce fusion only runs on SM90/SM100 GPUs; on sm120")
+    assert "is_sm90_supported" in findings[0]["source"]
+
+
+def test_fusion_works_on_a_single_h200_but_not_h20_or_multi_node():
+    h200 = {**SM120, "sm": "sm90", "gpu_name": "NVIDIA H200"}
+    assert evaluate_flag_rules(RULES, {"enable_flashinfer_allreduce_fusion": True}, h200) == []
+    h20 = {**h200, "gpu_name": "NVIDIA H20"}
+    assert [f["id"] for f in evaluate_flag_rules(RULES, {"enable_flashinfer_allreduce_fusion": True}, h20)] == ["allreduce-fusion-h20"]
+    two_nodes = {**h200, "nnodes": 2}
+    assert [f["id"] for f in evaluate_flag_rules(RULES, {"enable_flashinfer_allreduce_fusion": True}, two_nodes)] == [
+        "allreduce-fusion-single-node"]
+
+
+@pytest.mark.parametrize(("context", "expected"), [
+    ({"topk": 8}, []),
+    ({"topk": 2}, ["fused-moe-sum-topk"]),
+    ({"topk": 8, "moe_dtype": "int4_w4a16"}, ["fused-moe-sum-dtype"]),
+])
+def test_fused_moe_sum_needs_topk_above_two_and_no_weight_only_int(context, expected):
+    findings = evaluate_flag_rules(RULES, {"enable_fused_moe_sum_all_reduce": True}, {**SM120, **context})
+    assert [f["id"] for f in findings] == expected
+
+
+def test_speculative_decoding_disables_piecewise_graph_only_on_older_versions():
+    old = evaluate_flag_rules(RULES, {"speculative_algorithm": "EAGLE"}, {**SM120, "sglang_version": "0.5.10"})
+    assert [f["id"] for f in old] == ["piecewise-cuda-graph-speculative"]
+    assert evaluate_flag_rules(RULES, {"speculative_algorithm": "EAGLE"}, SM120) == []
+
+
+def test_unset_flags_are_not_judged():
+    assert evaluate_flag_rules(RULES, {"enable_flashinfer_allreduce_fusion": False}, SM120) == []
+
+
+def test_version_ranges():
+    assert version_in_range("0.5.10.post1", ">=0.5.0,<0.5.11")
+    assert not version_in_range("0.5.11", "<0.5.11")
+    with pytest.raises(ValueError, match="invalid version range"):
+        version_in_range("0.5.11", "~0.5")
