@@ -1,0 +1,160 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: sglang_env_facts
+short_description: The SGLang installation of a host, and the MoE shape of its model
+version_added: 0.1.0
+description:
+  - Asks the SGLang venv's own Python for the versions of python, sglang, triton, torch and ray, and where
+    SGLang reads fused-MoE configs (C(configs/triton_X_Y_Z/) next to the config module, or C(SGLANG_MOE_CONFIG_DIR)).
+  - Checks the SGLang source checkout used for tuning (tuner scripts present, version equal to the installed one).
+  - Reads the model's C(config.json) and derives its MoE shape.
+author:
+  - llmops.sglang contributors (@llmops)
+attributes:
+  check_mode:
+    description: Only reads; runs the same in check mode.
+    support: full
+  diff_mode:
+    description: Nothing to diff.
+    support: none
+  idempotent:
+    description: Never changes the host.
+    support: full
+options:
+  python:
+    description: Python interpreter of the SGLang installation.
+    type: path
+    default: /opt/sglang/venv/bin/python
+  source_dir:
+    description: SGLang source checkout holding C(benchmark/kernels/fused_moe_triton/); V(null) skips the check.
+    type: path
+  model_path:
+    description: Local model directory whose C(config.json) gives the MoE shape; V(null) skips it.
+    type: path
+  moe_config_dir:
+    description: Value of C(SGLANG_MOE_CONFIG_DIR) the service will run with, if any.
+    type: path
+"""
+
+EXAMPLES = r"""
+---
+- name: Read the SGLang environment
+  llmops.sglang.sglang_env_facts:
+    source_dir: /opt/sglang/src
+    model_path: /srv/models/Qwen3.5-122B-A10B
+  register: sglang_env
+"""
+
+RETURN = r"""
+versions:
+  description: Installed versions (null when a package is missing).
+  returned: success
+  type: dict
+  sample: {python: 3.11.2, sglang: 0.5.11, triton: 3.6.0, torch: null, ray: 2.52.1}
+triton_dir:
+  description: The C(triton_X_Y_Z) directory name SGLang looks up for the installed Triton.
+  returned: when triton is installed
+  type: str
+  sample: triton_3_6_0
+moe_config_root:
+  description: Directory holding C(configs/triton_*/) that the server reads.
+  returned: success
+  type: str
+tuner:
+  description: Tuner scripts found in the source checkout and whether its version matches the installed SGLang.
+  returned: when O(source_dir) is set
+  type: dict
+model:
+  description: The model's C(config.json) and its MoE shape.
+  returned: when O(model_path) is set
+  type: dict
+"""
+
+import json
+import os
+import re
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import model_moe_shape, triton_dir_for
+
+# Runs inside the SGLang venv; prints one JSON document.
+PROBE = r"""
+import importlib, importlib.metadata as md, json, os, platform
+def version(dist):
+    try:
+        return md.version(dist)
+    except md.PackageNotFoundError:
+        return None
+config_module = None
+for name in ("sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config",
+             "sglang.srt.layers.moe.fused_moe_triton.fused_moe_triton_config"):
+    try:
+        config_module = os.path.dirname(importlib.import_module(name).__file__)
+        break
+    except Exception:
+        pass
+print(json.dumps({"versions": {"python": platform.python_version(), "sglang": version("sglang"),
+                  "triton": version("triton"), "torch": version("torch"), "ray": version("ray")},
+                  "config_module_dir": config_module}))
+"""
+TUNER_SCRIPTS = ("tuning_fused_moe_triton.py", "tune_down_moe.py", "tuning_fused_moe_triton_sep.py", "common_utils.py")
+
+
+def source_version(source_dir: str) -> str | None:
+    """``__version__`` of a checkout's ``python/sglang/version.py``."""
+    try:
+        with open(os.path.join(source_dir, "python", "sglang", "version.py"), encoding="utf-8") as handle:
+            match = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", handle.read(), re.MULTILINE)
+    except OSError:
+        return None
+    return match.group(1) if match else None
+
+
+def tuner_facts(source_dir: str, installed: str | None) -> dict:
+    tuner_dir = os.path.join(source_dir, "benchmark", "kernels", "fused_moe_triton")
+    version = source_version(source_dir)
+    return {"dir": tuner_dir, "scripts": [s for s in TUNER_SCRIPTS if os.path.isfile(os.path.join(tuner_dir, s))],
+            "source_version": version, "version_matches": version is not None and version == installed}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(python=dict(type="path", default="/opt/sglang/venv/bin/python"),
+                           source_dir=dict(type="path"), model_path=dict(type="path"),
+                           moe_config_dir=dict(type="path")),
+        supports_check_mode=True,
+    )
+    params = module.params
+    if not os.path.exists(params["python"]):
+        module.fail_json(msg=f"python: {params['python']} does not exist; set it to the SGLang venv's interpreter")
+    rc, out, err = module.run_command([params["python"], "-c", PROBE])
+    if rc != 0:
+        module.fail_json(msg=f"the SGLang python could not report its environment: {err.strip()[-800:]}")
+    probe = json.loads(out)
+    versions = probe["versions"]
+    if versions["sglang"] is None:
+        module.fail_json(msg=f"sglang is not installed for {params['python']}", versions=versions)
+    result = {"changed": False, "versions": versions,
+              "moe_config_root": params["moe_config_dir"] or probe["config_module_dir"]}
+    if versions["triton"]:
+        result["triton_dir"] = triton_dir_for(versions["triton"])
+    if params["source_dir"]:
+        result["tuner"] = tuner_facts(params["source_dir"], versions["sglang"])
+    if params["model_path"]:
+        config_path = os.path.join(params["model_path"], "config.json")
+        try:
+            with open(config_path, encoding="utf-8") as handle:
+                config = json.load(handle)
+            result["model"] = {"config": config, "moe_shape": model_moe_shape(config)}
+        except (OSError, ValueError) as exc:
+            module.fail_json(msg=f"model_path: cannot read the MoE shape from {config_path}: {exc}")
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
