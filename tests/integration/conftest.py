@@ -2,22 +2,14 @@
 from __future__ import annotations
 
 import os
-from pathlib import Path
 
 import pytest
 
 from tests.integration.ansible import PlaybookRunner
+from tests.sandbox.emulator_payload import build_emulator
 from tests.sandbox.fleet import Fleet, FleetConfig, machine_snapshot, unsupported_reason
 
 SESSION_HOSTS = int(os.environ.get("LLMOPS_SANDBOX_HOSTS", "3"))
-
-
-def _emulator_build() -> Path | None:
-    try:
-        from tests.emulator.build import build, default_build_dir
-    except ImportError:  # the emulator is optional for the foundation proof tests
-        return None
-    return build(default_build_dir())["root"]
 
 
 @pytest.fixture(scope="session")
@@ -29,11 +21,15 @@ def fleet() -> Fleet:
     if sandbox.hosts():  # a crashed earlier session: start clean
         sandbox.down()
     before = machine_snapshot()
-    sandbox.up(SESSION_HOSTS, emulator=_emulator_build())
+    sandbox.up(SESSION_HOSTS, emulator=build_emulator())
     yield sandbox
     sandbox.down()
+    after = machine_snapshot()
+    changes = after.changes_since(before)
+    before.release()
+    after.release()
     assert sandbox.leftovers() == [], "the sandbox fleet left traces on this machine"
-    assert machine_snapshot().changes_since(before) == [], "the sandbox fleet changed the real machine"
+    assert changes == [], "the sandbox fleet changed the real machine"
 
 
 @pytest.fixture(scope="session")

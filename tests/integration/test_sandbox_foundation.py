@@ -63,6 +63,10 @@ def test_a_second_fleet_tears_down_without_traces():
         assert lifecycle.leftovers(), "a running fleet must be visible to the leftover check"
     finally:
         lifecycle.down()
+    after = machine_snapshot()
+    changes = after.changes_since(before)
+    before.release()
+    after.release()
     assert lifecycle.leftovers() == []
-    assert machine_snapshot().changes_since(before) == []
+    assert changes == []
     shutil.rmtree(config.state_dir)

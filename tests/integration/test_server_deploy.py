@@ -71,7 +71,9 @@ def test_unknown_flag_fails_before_any_change(fleet, runner, gpu1):
 def test_failed_start_rolls_back_to_the_previous_unit(fleet, runner, gpu1):
     deploy(runner, BASELINE)
     before_unit, before_invocation, _ = host_state(fleet, gpu1)
-    result, res = deploy(runner, {**BASELINE, "mem_fraction_static": 0.99})
+    # Too small a static fraction leaves no room for the KV pool after the weights: SGLang raises
+    # "Not enough memory" (too large a fraction fails later, as CUDA OOM in graph capture).
+    result, res = deploy(runner, {**BASELINE, "mem_fraction_static": 0.5})
     assert result.status == "failed"
     assert "Not enough memory" in res["msg"] and res["failure"]["kind"] == "oom"
     assert "mem-fraction-static" in res["msg"]

@@ -5,6 +5,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from tests.sandbox.emulator_payload import build_emulator
 from tests.sandbox.fleet import Fleet, SandboxError
 
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "up":
             if args.hosts < 1:
                 parser.error("--hosts must be at least 1")
-            emulator = _build_emulator() if args.emulator else None
+            emulator = build_emulator() if args.emulator else None
             profiles = dict(_host_profile(item, parser) for item in args.profile)
             for host in fleet.up(args.hosts, emulator=emulator, profiles=profiles):
                 print(f"{host.name}\t{host.address}\tpid {host.pid}")
@@ -48,12 +49,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sandbox: {exc}", file=sys.stderr)
         return 1
     return 0
-
-
-def _build_emulator() -> Path:
-    from tests.emulator.build import build, default_build_dir
-
-    return build(default_build_dir())["root"]
 
 
 def _host_profile(item: str, parser: argparse.ArgumentParser) -> tuple[str, Path]:

@@ -383,24 +383,39 @@ def _rmdir_when_empty(path: Path) -> None:
 
 @dataclass
 class MachineSnapshot:
-    """What of the real machine a sandbox must never change."""
+    """What of the real machine a sandbox must never change.
+
+    Other programs come and go in /tmp, so vanishing entries are detected with a canary file this
+    snapshot owns: a namespaced systemd that cleaned the machine's /tmp would take it too.
+    """
 
     systemd_units: frozenset[str]
     tmp_entries: frozenset[str]
     cgroup_dirs: frozenset[str]
+    tmp_canary: Path
 
     def changes_since(self, before: "MachineSnapshot") -> list[str]:
         return ([f"new unit /etc/systemd/system/{u}" for u in sorted(self.systemd_units - before.systemd_units)]
                 + [f"removed unit /etc/systemd/system/{u}" for u in sorted(before.systemd_units - self.systemd_units)]
-                + [f"new /tmp entry {e}" for e in sorted(self.tmp_entries - before.tmp_entries)]
-                + [f"vanished /tmp entry {e}" for e in sorted(before.tmp_entries - self.tmp_entries)]
+                + [f"new /tmp entry {e}" for e in sorted(self.tmp_entries - before.tmp_entries)
+                   if not e.startswith(_CANARY_PREFIX)]
+                + ([] if before.tmp_canary.exists() else [f"/tmp was cleaned: {before.tmp_canary} vanished"])
                 + [f"new cgroup {c}" for c in sorted(self.cgroup_dirs - before.cgroup_dirs)])
+
+    def release(self) -> None:
+        self.tmp_canary.unlink(missing_ok=True)
+
+
+_CANARY_PREFIX = ".llmops-sandbox-canary-"
 
 
 def machine_snapshot() -> MachineSnapshot:
     units = Path("/etc/systemd/system")
+    canary = Path("/tmp") / f"{_CANARY_PREFIX}{uuid.uuid4().hex}"
+    canary.touch()
     return MachineSnapshot(
         systemd_units=frozenset(str(p.relative_to(units)) for p in units.rglob("*")) if units.exists() else frozenset(),
         tmp_entries=frozenset(p.name for p in Path("/tmp").iterdir()),
         cgroup_dirs=frozenset(str(d) for root in cgroup_hierarchies() for d in root.iterdir() if d.is_dir()),
+        tmp_canary=canary,
     )

@@ -1,0 +1,620 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Parse an SGLang server startup log into structured facts.
+
+This module util is private to the llmops.sglang collection; do not use it from other collections.
+
+Pure and stdlib-only: it runs on the managed hosts (module side) and on the controller (filters).
+The formats it reads are SGLang's own log lines as of mid-2025 .. 2026 (prefix
+``[YYYY-MM-DD HH:MM:SS(.mmm)( DP0 TP0 ...)] message``), optionally wrapped in journald, docker or
+docker compose prefixes, with tqdm progress bars (``\\r``) mixed in. Every fact is taken from what
+the server printed; a value that may have been cut off by a truncated log is not reported.
+The text is expected to hold one server start (e.g. one systemd invocation).
+"""
+from __future__ import annotations
+
+import ast
+import datetime
+import re
+import warnings
+from typing import Any, Iterator, NamedTuple
+
+# --- line prefixes -------------------------------------------------------------------------------
+
+# Outer prefixes added by the log transport, outermost first: docker compose service column,
+# docker timestamps (`docker logs -t`), journald short / short-iso / short-iso-precise.
+_ISO_TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
+_OUTER_PREFIX_RE = re.compile(
+    r"(?:[A-Za-z0-9][\w.-]* +\| ?)?"
+    r"(?:(?P<journal_ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|" + _ISO_TS + r") \S+ [^\s\[\]:]+(?:\[\d+\])?: "
+    r"|(?P<docker_ts>" + _ISO_TS + r") )?"
+)
+_RANK_TAGS = r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*"
+# SGLang's own prefix (utils/common.py::configure_logger); `.mmm` only with SGLANG_LOG_MS.
+_SGLANG_PREFIX_RE = re.compile(
+    r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?)(?P<ranks>" + _RANK_TAGS + r")\] ?"
+)
+_LINE_PREFIX_RE = re.compile(_OUTER_PREFIX_RE.pattern + "(?:" + _SGLANG_PREFIX_RE.pattern + ")?")
+# The same prefix in the middle of a line: a log line glued to a progress bar without a newline.
+_GLUED_PREFIX_RE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?" + _RANK_TAGS + r"\] ")
+_ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+_RANK_RE = re.compile(r"([A-Z_]+)(\d+)")
+_FRACTION_RE = re.compile(r"\.(\d+)")
+
+
+class _Record(NamedTuple):
+    timestamp: str | None  # SGLang's own timestamp text (local time of the server)
+    ranks: str  # e.g. "DP0 TP0 EP0"; "" for the main process or unprefixed lines
+    message: str
+    prefixed: bool  # carried SGLang's own `[...]` prefix
+    complete: bool  # False for the last line of a text cut mid-line
+
+
+def _strip_outer(line: str) -> tuple[str | None, str]:
+    """Remove transport prefixes; return (their timestamp text, rest of the line)."""
+    if "\x1b" in line:
+        line = _ANSI_ESCAPE_RE.sub("", line)
+    if line.startswith("["):
+        return None, line  # SGLang's own prefix first: no transport prefix
+    match = _OUTER_PREFIX_RE.match(line)
+    return match.group("docker_ts") or match.group("journal_ts"), line[match.end():]
+
+
+def _strip_sglang(text: str) -> tuple[str | None, str, str]:
+    """Remove SGLang's `[time ranks]` prefix; return (time text, ranks, message)."""
+    match = _SGLANG_PREFIX_RE.match(text) if text.startswith("[") else None
+    if match is None:
+        return None, "", text
+    return match.group("ts"), match.group("ranks").strip(), text[match.end():]
+
+
+def _to_datetime(text: str | None) -> datetime.datetime | None:
+    """Naive wall-clock datetime of a prefix timestamp; None when it has no year or is invalid."""
+    if not text:
+        return None
+    try:
+        if not text[:4].isdigit():  # journald short format ("Mar 09 ...") carries no year
+            return None
+        fraction = _FRACTION_RE.match(text, 19)
+        microseconds = int(fraction.group(1)[:6].ljust(6, "0")) if fraction else 0
+        return datetime.datetime(
+            int(text[0:4]), int(text[5:7]), int(text[8:10]),
+            int(text[11:13]), int(text[14:16]), int(text[17:19]), microseconds,
+        )
+    except ValueError:
+        return None
+
+
+def strip_prefix(line: str) -> tuple[datetime.datetime | None, dict[str, int] | None, str]:
+    """Split one log line into (timestamp, ranks, message).
+
+    Handles journald, docker, docker compose and SGLang prefixes in any supported combination.
+    The timestamp is SGLang's own when present, else the transport's (journald short format has
+    no year and gives None); it is a naive datetime of the wall-clock time as printed.
+    Ranks is e.g. ``{"DP": 0, "TP": 0, "EP": 0}``, or None when the line has no rank tags.
+    """
+    outer_ts, rest = _strip_outer(line)
+    sglang_ts, ranks, message = _strip_sglang(rest)
+    parsed_ranks = {tag: int(number) for tag, number in _RANK_RE.findall(ranks)} or None
+    return _to_datetime(sglang_ts or outer_ts), parsed_ranks, message.rstrip()
+
+
+def _iter_records(text: str) -> Iterator[_Record]:
+    lines = text.split("\n")
+    cut_mid_line = not text.endswith("\n")
+    last_index = len(lines) - 1
+    for index, line in enumerate(lines):
+        complete = not (cut_mid_line and index == last_index)
+        # Fast path for the usual line: one match for all prefixes, one piece.
+        match = _LINE_PREFIX_RE.match(line)
+        message = line[match.end():]
+        if "\r" in line or "\x1b" in line or (message.find("[", 1) > 0 and _GLUED_PREFIX_RE.search(message, 1)):
+            yield from _records_of_line(line, complete)
+            continue
+        message = message.rstrip()
+        if message:
+            timestamp = match.group("ts")
+            yield _Record(timestamp, (match.group("ranks") or "").strip(), message, timestamp is not None, complete)
+
+
+def _records_of_line(line: str, complete: bool) -> Iterator[_Record]:
+    """Records of a line holding progress-bar updates, glued log lines or terminal escapes."""
+    rest = _strip_outer(line)[1]
+    pieces = [piece for segment in rest.split("\r") if segment for piece in _split_glued(segment)]
+    for piece_index, piece in enumerate(pieces):
+        timestamp, ranks, message = _strip_sglang(piece)
+        message = message.rstrip()
+        if message:
+            piece_complete = complete or piece_index < len(pieces) - 1
+            yield _Record(timestamp, ranks, message, timestamp is not None, piece_complete)
+
+
+def _split_glued(segment: str) -> list[str]:
+    if segment.find("[", 1) < 0:
+        return [segment]
+    starts = [match.start() for match in _GLUED_PREFIX_RE.finditer(segment, 1)]
+    if not starts:
+        return [segment]
+    bounds = [0, *starts, len(segment)]
+    return [segment[begin:end] for begin, end in zip(bounds, bounds[1:])]
+
+
+# --- server_args=ServerArgs(...) --------------------------------------------------------------------
+
+_SERVER_ARGS_START = "server_args=ServerArgs("
+# Tokens that matter for splitting a dataclass repr: complete string literals (repr never puts a raw
+# newline in one), a quote that is never closed (cut-off line), brackets, commas.
+_REPR_TOKEN_RE = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|['"]|[()\[\]{}<>,]""")
+_KEYWORD_RE = re.compile(r"\s*([A-Za-z_]\w*)=(.*)", re.DOTALL)
+_OPENERS = "([{<"
+_SECRET_SUFFIX = "api_key"
+_REDACTED = "<redacted>"
+
+
+def _split_call_arguments(body: str) -> tuple[list[str], bool]:
+    """Split the inside of `Name(...)` at top-level commas; return (arguments, call was closed).
+
+    A scanner rather than `ast.parse` of the whole call: real reprs can hold `<Enum.X: 'x'>`
+    values, which are not Python syntax, and a cut-off line has no closing parenthesis.
+    """
+    arguments: list[str] = []
+    depth = 0
+    start = 0
+    for token in _REPR_TOKEN_RE.finditer(body):
+        symbol = token.group()
+        if symbol[0] in "'\"":
+            if len(symbol) == 1:
+                break  # unterminated string literal: the line was cut here
+            continue
+        if symbol in _OPENERS:
+            depth += 1
+        elif symbol == ",":
+            if depth == 0:
+                arguments.append(body[start:token.start()])
+                start = token.end()
+        elif depth > 0:
+            depth -= 1
+        elif symbol == ")":
+            arguments.append(body[start:token.start()])
+            return arguments, True
+    return arguments, False
+
+
+def _jsonable(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, list):
+        return all(_jsonable(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _jsonable(item) for key, item in value.items())
+    return False
+
+
+def _as_json_types(value: Any) -> Any:
+    if isinstance(value, (tuple, list)):
+        return [_as_json_types(item) for item in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((_as_json_types(item) for item in value), key=repr)
+    if isinstance(value, dict):
+        return {key: _as_json_types(item) for key, item in value.items()}
+    return value
+
+
+def _literal(source: str) -> Any:
+    """The Python literal in `source`, or `source` itself when it is not a JSON-able literal."""
+    try:
+        value = _as_json_types(ast.literal_eval(source))
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+        return source
+    return value if _jsonable(value) else source
+
+
+def parse_server_args(body: str) -> tuple[dict[str, Any], bool]:
+    """Parse the text after `server_args=ServerArgs(`; return (fields, complete).
+
+    Values that are Python literals become their value; anything else (enum reprs, calls such as
+    `device(type='cuda')`) stays as its source text. When the line was cut, `complete` is False and
+    the field being written at the cut is left out (only fields followed by a top-level comma count).
+    Fields named like an API key are redacted.
+    """
+    arguments, complete = _split_call_arguments(body)
+    fields: dict[str, Any] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # invalid escapes in odd strings must not warn or raise
+        for argument in arguments:
+            match = _KEYWORD_RE.match(argument)
+            if match is None:
+                continue
+            name, source = match.group(1), match.group(2).strip()
+            value = _literal(source)
+            fields[name] = _REDACTED if name.endswith(_SECRET_SUFFIX) and value is not None else value
+    return fields, complete
+
+
+# --- other startup lines ---------------------------------------------------------------------------
+
+_KV_CACHE_RE = re.compile(r"KV Cache is allocated\.(?: dtype: (?P<dtype>[^,\s]+),)? #tokens: (?P<tokens>\d{1,18}),")
+_LOAD_ELAPSED_RE = re.compile(r"Load weight end\. elapsed=(\d+(?:\.\d+)?) s")
+_CAPTURE_ELAPSED_RE = re.compile(r"Time elapsed: (\d+(?:\.\d+)?) s")
+_PCG_DISABLED = "Disable piecewise CUDA graph because "
+# Older versions chose the attention backend at runtime and said so.
+_ATTENTION_DEFAULT_RE = re.compile(r"Attention backend not (?:set|explicitly specified)\. Use (\w+) backend by default")
+_READY_MARKER = "The server is fired up and ready to roll!"
+_EMULATOR_MARKER = "EMULATOR:"
+# First words of every line `_StartupFacts._feed_fact` reads: one cheap test skips all other lines.
+_FACT_PREFIXES = (
+    "max_total_num_tokens=", "KV Cache is allocated.", "Load weight ", "Memory pool end", "Capture ",
+    "Attention backend not", _PCG_DISABLED, _EMULATOR_MARKER,
+)
+_SCHEDULER_KEYS = (
+    "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests", "context_len",
+)
+_INTEGER_RE = re.compile(r"-?\d{1,18}")
+
+_MOE_PATTERNS = (
+    # (regex, kernel or None = from the file name, status)
+    (re.compile(r"Using MoE kernel config from (?P<path>.+?\.json)(?:\.|$)"), None, "used"),
+    (re.compile(
+        r"Config file not found at (?P<path>.+?\.json)\. Fallback to triton version \S+ "
+        r"and use MoE kernel config from (?P<fallback>.+?\.json)(?:\.|$)"
+    ), None, "fallback"),
+    (re.compile(
+        r"Using default MoE kernel config\. Performance might be sub-optimal! "
+        r"Config file not found at (?P<path>.+?\.json)(?:,|$)"
+    ), "up", "missing"),
+    (re.compile(
+        r"Using MoE kernel config with down_moe=False\. Performance might be sub-optimal! "
+        r"Config file not found at (?P<path>.+?\.json)(?:,|$)"
+    ), "down", "missing"),
+)
+_MOE_FILE_RE = re.compile(r"E=\d+,N=\d+,device_name=(?P<device>[^,]*?)(?:,.*)?(?:_down)?\.json")
+_TRITON_DIR_RE = re.compile(r"/(triton_\d+(?:_\d+)*)/")
+
+# Lower-case markers of lines worth reporting as warnings (SGLang's own lines carry no level name).
+_WARNING_MARKERS = (
+    "warning", "sub-optimal", "deprecat", "capacity is unbalanced", "is reset to", "does not match up config",
+    "kv cache pool is full", "using default moe kernel config",
+)
+
+# Facts read from server_args (same name) unless a runtime line states them.
+_SERVER_ARGS_FACTS = (
+    "model_path", "tp_size", "max_running_requests", "chunked_prefill_size", "max_prefill_tokens",
+    "mem_fraction_static", "disable_cuda_graph", "disable_piecewise_cuda_graph", "cuda_graph_max_bs",
+    "attention_backend", "speculative_algorithm",
+)
+
+
+def _is_warning(message: str) -> bool:
+    lowered = message.lower()
+    for marker in _WARNING_MARKERS:
+        if marker in lowered:
+            return True
+    return False
+
+
+def _key_values(message: str, complete: bool) -> dict[str, str]:
+    """`a=1, b=2` pairs; the last pair of a cut-off line is dropped (its value may be partial)."""
+    parts = message.split(", ")
+    if not complete:
+        parts.pop()
+    pairs = [part.split("=", 1) for part in parts if "=" in part]
+    return {key.strip(): value.strip() for key, value in pairs}
+
+
+# --- errors ----------------------------------------------------------------------------------------
+
+# Every line `_line_error_kind` classifies contains one of these (lower-case); others skip the checks.
+_ERROR_HINTS = ("error", "memory", "exception", "failed", "not supported", "sigquit")
+_ERROR_KINDS = ("oom", "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback")
+_TRACEBACK_HEADER = "Traceback (most recent call last):"
+_EXCEPTION_LINE_RE = re.compile(
+    r"(?P<type>(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Timeout))(?::\s*(?P<text>.*))?$"
+)
+_ARGPARSE_ERROR_RE = re.compile(r"\S+: error: ")
+_SUGGESTION_PLEASE_RE = re.compile(r"\b(Please [^.\n]{0,200}?--[a-z0-9-]+[^\n]{0,200}?\.)(?=\s|$)")
+_NUMBERED_LINE_RE = re.compile(r"\d+\. ")
+_MAX_SUGGESTION_SCAN = 1000  # SGLang's fix sentences are short; bounds the regex work on huge lines
+_MAX_ERROR_LINES = 30
+_MAX_LINES_AFTER_KEY = 12  # room for SGLang's multi-line fix text after the exception line
+_CHAIN_MARKERS = ("During handling of the above exception", "The above exception was the direct cause")
+
+
+def _line_error_kind(message: str) -> str | None:
+    """Error kind named by one line on its own, or None."""
+    lowered = message.lower()
+    if not any(hint in lowered for hint in _ERROR_HINTS):
+        return None
+    if "not enough memory" in lowered or "out of memory" in lowered or "OutOfMemoryError" in message:
+        return "oom"
+    if "CUDA error" in message or "cuda graph failed" in lowered:
+        return "cuda_error"
+    if "Initialization failed. warmup error" in message:
+        return "warmup_failed"
+    if _ARGPARSE_ERROR_RE.match(message) or "is not supported" in message:
+        return "config_error"
+    exception = _EXCEPTION_LINE_RE.match(message)
+    if exception is not None:
+        exception_type = exception.group("type").rsplit(".", 1)[-1]
+        if exception_type in ("ValueError", "AssertionError") and "--" in (exception.group("text") or ""):
+            return "config_error"
+        if exception_type == "RuntimeError":
+            return "runtime_error"
+    if "Scheduler hit an exception" in message or "Received sigquit from a child process" in message:
+        return "runtime_error"
+    return None
+
+
+def _suggestion(lines: list[str]) -> str | None:
+    """SGLang's own fix text inside an error's lines."""
+    found: list[str] = []
+    in_solutions = False
+    for line in lines:
+        text = line.strip()
+        if text == "Possible solutions:":
+            in_solutions = True
+            found.append(text)
+            continue
+        if in_solutions and _NUMBERED_LINE_RE.match(text):
+            found.append(text)
+            continue
+        in_solutions = False
+        if text.startswith("To work around this error"):
+            found.append(text)
+        found.extend(match.group(1) for match in _SUGGESTION_PLEASE_RE.finditer(text, 0, _MAX_SUGGESTION_SCAN))
+    return "\n".join(dict.fromkeys(found)) or None
+
+
+class _ErrorCandidate(NamedTuple):
+    rank: int  # position in _ERROR_KINDS: lower wins
+    position: int
+    kind: str
+    message: str
+    lines: list[str]
+
+
+def _block_candidate(block: list[str], position: int) -> _ErrorCandidate:
+    """Classify a traceback block (header line plus the unprefixed lines after it)."""
+    ranked = [
+        (_ERROR_KINDS.index(kind), offset) for offset, line in enumerate(block) if (kind := _line_error_kind(line))
+    ]
+    exception_offsets = [offset for offset, line in enumerate(block) if _EXCEPTION_LINE_RE.match(line)]
+    if ranked:
+        # Of equally ranked lines the last is the final exception of a chained traceback.
+        rank, key = min(ranked, key=lambda pair: (pair[0], -pair[1]))
+    else:
+        in_server_args = any('server_args.py"' in line for line in block)
+        rank, key = _ERROR_KINDS.index("config_error" if in_server_args else "unknown_traceback"), 0
+    kind = _ERROR_KINDS[rank]
+    # A header names the failure; the exception line at the bottom says what it was.
+    if (key == 0 or kind == "warmup_failed") and exception_offsets:
+        key = exception_offsets[-1]
+    end = min(len(block), key + 1 + _MAX_LINES_AFTER_KEY)
+    return _ErrorCandidate(rank, position, kind, block[key].strip(), block[max(0, end - _MAX_ERROR_LINES):end])
+
+
+def _usage_context(records: list[_Record], index: int) -> list[str]:
+    """An argparse error line with the `usage:` lines printed just before it."""
+    first = index
+    for back in range(index, max(index - _MAX_ERROR_LINES, -1), -1):
+        if records[back].message.startswith("usage:"):
+            first = back
+            break
+    return [record.message for record in records[first:index + 1]]
+
+
+def _find_error(records: list[_Record]) -> dict[str, Any] | None:
+    candidates: list[_ErrorCandidate] = []
+    index = 0
+    while index < len(records):
+        message = records[index].message
+        if message.startswith(_SERVER_ARGS_START):
+            index += 1
+            continue
+        if _TRACEBACK_HEADER in message:
+            end = index + 1
+            while end < len(records) and not records[end].prefixed:
+                chained = records[end - 1].message.startswith(_CHAIN_MARKERS)
+                if _TRACEBACK_HEADER in records[end].message and not chained:
+                    break
+                end += 1
+            candidates.append(_block_candidate([record.message for record in records[index:end]], index))
+            index = end
+            continue
+        kind = _line_error_kind(message)
+        if kind is not None:
+            lines = _usage_context(records, index) if kind == "config_error" else [message]
+            candidates.append(_ErrorCandidate(_ERROR_KINDS.index(kind), index, kind, message.strip(), lines))
+        index += 1
+    if not candidates:
+        return None
+    best = min(candidates, key=lambda candidate: (candidate.rank, candidate.position))
+    return {"kind": best.kind, "message": best.message, "lines": best.lines, "suggestion": _suggestion(best.lines)}
+
+
+# --- the parser ------------------------------------------------------------------------------------
+
+
+class _StartupFacts:
+    """Accumulates facts record by record; `result()` builds the output dict."""
+
+    def __init__(self) -> None:
+        self.records: list[_Record] = []
+        self.server_args: dict[str, Any] | None = None
+        self.server_args_complete = True
+        # Values the server printed while running; they win over the configured server_args.
+        self.runtime: dict[str, Any] = {}
+        self.pcg_disabled_reason: str | None = None
+        self.ready = False
+        self.emulator = False
+        self.moe: dict[tuple[str, str], dict[str, Any]] = {}
+        self.warnings: dict[str, None] = {}
+        self.first_timestamp: str | None = None
+        self.ready_timestamp: str | None = None
+        # First timestamp / elapsed value of each phase per rank.
+        self.phase_times: dict[str, dict[str, str]] = {}
+        self.phase_elapsed: dict[str, dict[str, float]] = {}
+
+    def feed(self, record: _Record) -> None:
+        self.records.append(record)
+        message = record.message
+        if record.timestamp is not None and self.first_timestamp is None:
+            self.first_timestamp = record.timestamp
+        if message.startswith(_SERVER_ARGS_START):
+            if self.server_args is None:
+                self.server_args, self.server_args_complete = parse_server_args(message[len(_SERVER_ARGS_START):])
+            return
+        if message.startswith(_FACT_PREFIXES):
+            self._feed_fact(message, record)
+        elif _READY_MARKER in message and not self.ready:
+            self.ready, self.ready_timestamp = True, record.timestamp
+        if "MoE kernel config" in message:
+            self._feed_moe(message)
+        if record.complete and not message[0].isspace() and _is_warning(message):
+            self.warnings.setdefault(message.strip())
+
+    def _feed_fact(self, message: str, record: _Record) -> None:
+        if message.startswith("max_total_num_tokens="):
+            self._feed_scheduler(message, record.complete)
+        elif message.startswith("KV Cache is allocated."):
+            self._feed_kv_cache(message, record)
+        elif message.startswith("Load weight begin"):
+            self._mark_time("load_begin", record)
+        elif message.startswith("Load weight end."):
+            self._mark_time("load_end", record)
+            self._mark_elapsed("load_weights", _LOAD_ELAPSED_RE.match(message), record)
+        elif message.startswith("Memory pool end"):
+            self._mark_time("memory_pool_end", record)
+        elif message.startswith("Capture cuda graph end."):
+            self._mark_elapsed("cuda_graph_capture", _CAPTURE_ELAPSED_RE.search(message), record)
+        elif message.startswith("Capture piecewise CUDA graph end."):
+            self._mark_elapsed("piecewise_cuda_graph_capture", _CAPTURE_ELAPSED_RE.search(message), record)
+        elif message.startswith("Attention backend not"):
+            match = _ATTENTION_DEFAULT_RE.match(message)
+            if match is not None and record.complete:
+                self.runtime.setdefault("attention_backend", match.group(1))
+        elif message.startswith(_PCG_DISABLED):
+            if self.pcg_disabled_reason is None:
+                self.pcg_disabled_reason = message[len(_PCG_DISABLED):]
+        elif message.startswith(_EMULATOR_MARKER):
+            self.emulator = True
+
+    def _feed_scheduler(self, message: str, complete: bool) -> None:
+        if "max_total_num_tokens" in self.runtime:
+            return  # first scheduler (TP0 / DP0) only
+        pairs = _key_values(message, complete)
+        for key in _SCHEDULER_KEYS:
+            value = pairs.get(key)
+            if value is not None and (value == "None" or _INTEGER_RE.fullmatch(value)):
+                self.runtime[key] = None if value == "None" else int(value)
+
+    def _feed_kv_cache(self, message: str, record: _Record) -> None:
+        self._mark_time("kv_cache_allocated", record)
+        match = _KV_CACHE_RE.match(message)
+        if match is None or "kv_cache_tokens" in self.runtime:
+            return
+        self.runtime["kv_cache_tokens"] = int(match.group("tokens"))
+        if match.group("dtype"):
+            self.runtime["kv_cache_dtype"] = match.group("dtype")
+
+    def _feed_moe(self, message: str) -> None:
+        for pattern, kernel, status in _MOE_PATTERNS:
+            match = pattern.search(message)
+            if match is None:
+                continue
+            path = match.group("path")
+            file_name = path.rsplit("/", 1)[-1]
+            if _MOE_FILE_RE.fullmatch(file_name) is None:
+                return  # e.g. W8A8 block-FP8 GEMM configs: not a MoE kernel
+            kernel = kernel or ("down" if file_name.endswith("_down.json") else "up")
+            fallback = match.groupdict().get("fallback")
+            self.moe.setdefault(
+                (kernel, path), {"kernel": kernel, "status": status, "path": path, "fallback_path": fallback}
+            )
+            return
+
+    def _mark_time(self, phase: str, record: _Record) -> None:
+        if record.timestamp is not None:
+            self.phase_times.setdefault(phase, {}).setdefault(record.ranks, record.timestamp)
+
+    def _mark_elapsed(self, phase: str, match: re.Match[str] | None, record: _Record) -> None:
+        if match is not None:
+            self.phase_elapsed.setdefault(phase, {}).setdefault(record.ranks, float(match.group(1)))
+
+    def _phase_seconds(self, begin: str, *ends: str) -> float | None:
+        """Slowest rank's time from its first `begin` to its first of `ends` (first end phase seen)."""
+        durations = []
+        for ranks, begin_text in self.phase_times.get(begin, {}).items():
+            end_text = next(
+                (self.phase_times[end][ranks] for end in ends if ranks in self.phase_times.get(end, {})), None
+            )
+            seconds = _seconds_between(begin_text, end_text)
+            if seconds is not None:
+                durations.append(seconds)
+        return max(durations) if durations else None
+
+    def _timings(self) -> dict[str, float]:
+        elapsed = {phase: max(values.values()) for phase, values in self.phase_elapsed.items()}
+        timings = {
+            "load_weights": elapsed.get("load_weights", self._phase_seconds("load_begin", "load_end")),
+            "kv_alloc": self._phase_seconds("load_end", "memory_pool_end", "kv_cache_allocated"),
+            "cuda_graph_capture": elapsed.get("cuda_graph_capture"),
+            "piecewise_cuda_graph_capture": elapsed.get("piecewise_cuda_graph_capture"),
+            "total": _seconds_between(self.first_timestamp, self.ready_timestamp),
+        }
+        return {phase: round(seconds, 3) for phase, seconds in timings.items() if seconds is not None}
+
+    def _moe_facts(self) -> dict[str, Any]:
+        entries = list(self.moe.values())
+        facts: dict[str, Any] = {
+            "moe_configs": entries,
+            "missing_moe_configs": list(dict.fromkeys(e["path"] for e in entries if e["status"] == "missing")),
+            "fallback_moe_configs": list(dict.fromkeys(e["path"] for e in entries if e["status"] == "fallback")),
+        }
+        if entries:
+            # Entries exist only for file names _MOE_FILE_RE matched.
+            facts["gpu_name"] = _MOE_FILE_RE.fullmatch(entries[0]["path"].rsplit("/", 1)[-1]).group("device")
+            triton_dir = _TRITON_DIR_RE.search(entries[0]["path"])
+            if triton_dir is not None:
+                facts["triton_version_dir"] = triton_dir.group(1)
+        return facts
+
+    def result(self) -> dict[str, Any]:
+        facts: dict[str, Any] = {}
+        if self.server_args is not None:
+            facts["server_args"] = self.server_args
+            if not self.server_args_complete:
+                facts["server_args_truncated"] = True
+            facts.update({name: self.server_args[name] for name in _SERVER_ARGS_FACTS if name in self.server_args})
+        facts.update(self.runtime)
+        if self.pcg_disabled_reason is not None:
+            facts["disable_piecewise_cuda_graph"] = True
+            facts["piecewise_cuda_graph_disabled_reason"] = self.pcg_disabled_reason
+        facts["ready"] = self.ready
+        facts.update(self._moe_facts())
+        facts["warnings"] = list(self.warnings)
+        facts["error"] = _find_error(self.records)
+        facts["timings"] = self._timings()
+        if self.emulator:
+            facts["emulator"] = True
+        return facts
+
+
+def _seconds_between(begin: str | None, end: str | None) -> float | None:
+    begin_time, end_time = _to_datetime(begin), _to_datetime(end)
+    if begin_time is None or end_time is None or end_time < begin_time:
+        return None
+    return (end_time - begin_time).total_seconds()
+
+
+def parse_startup_log(text: str) -> dict[str, Any]:
+    """Parse an SGLang startup log (any supported prefix style) into a facts dict.
+
+    Keys whose fact the log does not state are absent; a value the log states as None is None.
+    Always present: `ready`, `moe_configs`, `missing_moe_configs`, `fallback_moe_configs`,
+    `warnings`, `error` (None without an error) and `timings` (only derivable phases).
+    The result holds only JSON types. Never raises on a str input.
+    """
+    facts = _StartupFacts()
+    for record in _iter_records(text):
+        facts.feed(record)
+    return facts.result()

@@ -1,0 +1,110 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Performance model: decode step and prefill times in real-GPU seconds for one server configuration.
+
+A decode step serves every running request once (accept_length tokens each with speculative
+decoding). Step time = profile table interpolated at the batch size (reference TP) x TP scaling
+x speculative overhead x flag factors x MoE-config factor; batches above the CUDA-graph limit
+run eagerly (slower). The scheduler adds noise; `expected_output_throughput` is the noise-free
+steady-state aggregate throughput a closed-loop client sees, used by docs and tests.
+"""
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+
+from sglang._emulator.model_shape import ModelShape
+from sglang._emulator.profile import Profile
+from sglang.srt.server_args import ServerArgs
+
+
+@dataclass(frozen=True)
+class PerfModel:
+    step_points: tuple[tuple[int, float], ...]
+    cuda_graph_max_bs: int
+    no_cuda_graph_factor: float
+    torch_compile_max_bs: int
+    torch_compile_factor: float
+    prefill_base_s: float
+    prefill_per_token_s: float
+    accept_length: float
+    max_accept: int
+
+    def decode_step_s(self, batch_size: int) -> float:
+        seconds = _interpolate(self.step_points, batch_size)
+        if batch_size > self.cuda_graph_max_bs:
+            seconds *= self.no_cuda_graph_factor
+        if batch_size <= self.torch_compile_max_bs:
+            seconds *= self.torch_compile_factor
+        return seconds
+
+    def prefill_s(self, tokens: int) -> float:
+        return self.prefill_base_s + self.prefill_per_token_s * tokens
+
+
+def moe_speedup(profile: Profile, up_status: str, down_status: str) -> float:
+    """Decode speedup from tuned MoE configs: each of the up/down kernels contributes half."""
+    gain = {"used": profile.moe_tuned_speedup - 1, "fallback": profile.moe_fallback_speedup - 1, "missing": 0.0}
+    return 1 + (gain[up_status] + gain[down_status]) / 2
+
+
+def accept_length(profile: Profile, args: ServerArgs) -> float:
+    """Mean tokens per decode step: 1 + sum(p**i) over draft steps (p widened by top-k), capped by draft tokens."""
+    if not args.speculative_algorithm:
+        return 1.0
+    p = 1 - (1 - profile.speculative.token_acceptance) ** (args.speculative_eagle_topk or 1)
+    steps = args.speculative_num_steps or 0
+    expected = 1 + sum(p ** i for i in range(1, steps + 1))
+    return min(expected, float(args.speculative_num_draft_tokens or steps + 1))
+
+
+def build_perf_model(
+    profile: Profile, args: ServerArgs, shape: ModelShape, moe_up: str = "missing", moe_down: str = "missing"
+) -> PerfModel:
+    effects = profile.flag_effects
+    factor = (profile.decode.reference_tp / args.tp_size) ** profile.decode.tp_exponent
+    if args.speculative_algorithm:
+        factor *= 1 + profile.speculative.draft_step_overhead * (args.speculative_num_steps or 0)
+    if shape.is_moe:
+        factor /= moe_speedup(profile, moe_up, moe_down)
+    if args.enable_fused_moe_sum_all_reduce and shape.top_k > 2:
+        factor *= effects.fused_moe_sum_all_reduce_decode_factor
+    if args.enable_flashinfer_allreduce_fusion and profile.gpu.sm_version in effects.allreduce_fusion_supported_sm:
+        factor *= effects.allreduce_fusion_decode_factor
+    prefill_factor = 1.0 if not args.disable_piecewise_cuda_graph else effects.no_piecewise_cuda_graph_prefill_factor
+    graph_limit = 0 if args.disable_cuda_graph else max(args.cuda_graph_bs or [args.cuda_graph_max_bs])
+    return PerfModel(
+        step_points=tuple((bs, ms / 1000 * factor) for bs, ms in sorted(profile.decode.step_ms.items())),
+        cuda_graph_max_bs=graph_limit,
+        no_cuda_graph_factor=effects.no_cuda_graph_decode_factor,
+        torch_compile_max_bs=args.torch_compile_max_bs if args.enable_torch_compile else 0,
+        torch_compile_factor=effects.torch_compile_decode_factor,
+        prefill_base_s=profile.prefill.base_ms / 1000 * prefill_factor,
+        prefill_per_token_s=profile.prefill.per_token_ms / 1000 * prefill_factor,
+        accept_length=accept_length(profile, args),
+        max_accept=(args.speculative_num_steps or 0) + 1,
+    )
+
+
+def expected_output_throughput(
+    perf: PerfModel, concurrency: int, input_len: int, output_len: int, max_running_requests: int
+) -> float:
+    """Steady-state aggregate output tok/s (real-GPU time) of `concurrency` closed-loop clients.
+
+    Each finished request costs one prefill (which yields the first token) plus its share of the
+    decode steps: (output_len - 1) / accept_length steps at the running batch size, shared by
+    that many requests.
+    """
+    running = min(concurrency, max_running_requests)
+    decode_share = (output_len - 1) / perf.accept_length * perf.decode_step_s(running) / running
+    return output_len / (perf.prefill_s(input_len) + decode_share)
+
+
+def _interpolate(points: tuple[tuple[int, float], ...], batch_size: int) -> float:
+    """Piecewise-linear in batch size; linear extrapolation past both ends of the table."""
+    if len(points) == 1:
+        return points[0][1] * batch_size / points[0][0] if batch_size > points[0][0] else points[0][1]
+    sizes = [bs for bs, _ in points]
+    index = min(max(bisect.bisect_left(sizes, batch_size), 1), len(points) - 1)
+    (x0, y0), (x1, y1) = points[index - 1], points[index]
+    return max(y0 + (y1 - y0) * (batch_size - x0) / (x1 - x0), 0.0)

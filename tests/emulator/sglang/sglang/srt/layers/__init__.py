@@ -1,0 +1,2 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
