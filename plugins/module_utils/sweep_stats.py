@@ -113,9 +113,10 @@ def _format_number(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def _markdown_table(header: str, rows: list[list[str]]) -> str:
+def _markdown_table(header: str, rows: list[list[str]], *, text_columns: int = 0) -> str:
+    """Pipe table with numeric columns right-aligned; the last ``text_columns`` columns stay left-aligned."""
     columns = header.count("|") - 1
-    separator = "|" + "|".join(["---:"] * columns) + "|"
+    separator = "|" + "|".join(["---:"] * (columns - text_columns) + ["---"] * text_columns) + "|"
     lines = [header, separator] + ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -275,7 +276,7 @@ def _compare_table(levels: list[dict]) -> str:
             str(level["concurrency"]), _format_number(level["baseline_median"]),
             _format_number(level["candidate_median"]), f"{level['change_pct']:+.1f}%", verdict,
         ])
-    return _markdown_table(COMPARE_HEADER, rows)
+    return _markdown_table(COMPARE_HEADER, rows, text_columns=1)
 
 
 def _validated_options(metric: str, min_effect_pct: float, noise_band_pct: float, alpha: float, n_boot: int,

@@ -1,0 +1,435 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+module: bench
+
+short_description: Benchmark an SGLang server with a concurrency sweep at fixed input/output lengths
+
+version_added: 0.1.0
+
+description:
+  - Sends streaming requests to a running SGLang server and measures, for every concurrency level, aggregate output
+    tokens per second, per-request tokens per second, TTFT, ITL, TPOT and end-to-end latency percentiles.
+  - Each level runs warm-up requests (discarded), then O(repeats) timed runs that keep exactly C requests in flight
+    until O(requests_per_level) requests have finished. Prompts are unique per request so the server's prefix cache
+    cannot turn repeats into cache hits; outputs have a fixed length (C(max_tokens) plus C(ignore_eos)) and output
+    token counts come from the server's usage report.
+  - A benchmark changes nothing on the host except the optional O(output_file) and O(progress_file); the module
+    always reports RV(changed=false).
+  - The module runs on the GPU host (or any host that can reach the server). The V(native) engine needs C(aiohttp),
+    which the SGLang virtual environment ships, so run the task with C(ansible_python_interpreter) set to that venv's
+    python (for example C(/opt/sglang/venv/bin/python)).
+  - Ansible cannot stream module output while it runs. Progress lines (one per level start, run and level end) are
+    written to O(progress_file); follow them with C(tail -f) on the host.
+  - When the server rejects the API key, cannot be reached, dies or hangs, the module fails with a message, and still
+    returns (and writes) the levels completed so far in RV(sweep) with RV(sweep.error) set.
+  - The result schema is documented in C(docs/bench-schema.md) of the collection; compare two sweeps with the
+    P(llmops.sglang.compare_sweeps#filter) filter and render one with P(llmops.sglang.sweep_table#filter).
+
+extends_documentation_fragment:
+  - ansible.builtin.action_common_attributes
+
+attributes:
+  check_mode:
+    support: full
+    details: In check mode no request is sent; the module returns RV(plan) and RV(changed=false).
+  diff_mode:
+    support: none
+  platform:
+    platforms: posix
+
+options:
+  base_url:
+    description:
+      - Base URL of the SGLang server, for example V(http://127.0.0.1:30000).
+      - Mutually exclusive with O(host) and O(port); when none is set the module uses V(http://127.0.0.1:30000).
+    type: str
+  host:
+    description:
+      - Host of the SGLang server when O(base_url) is not given. Defaults to V(127.0.0.1).
+    type: str
+  port:
+    description:
+      - Port of the SGLang server when O(base_url) is not given. Defaults to V(30000).
+    type: int
+  api_key:
+    description:
+      - "The server's C(--api-key). Sent as C(Authorization: Bearer <key>); for O(engine=sglang_bench_serving) passed
+        through the E(OPENAI_API_KEY) environment variable, never on a command line."
+      - A wrong or missing key makes the module fail at once with a message saying so.
+    type: str
+  endpoint:
+    description:
+      - Which API to load.
+      - V(completions) is C(/v1/completions) with a token-id prompt, V(generate) is SGLang's native C(/generate) with
+        C(input_ids), V(chat) is C(/v1/chat/completions) with text whose length is calibrated once against the
+        server's own prompt token count.
+    type: str
+    choices: [completions, chat, generate]
+    default: completions
+  model:
+    description:
+      - Model name sent in the request body. Default is the first id listed by C(/v1/models).
+    type: str
+  concurrency_levels:
+    description:
+      - Concurrency levels to measure, in this order. Every value must be a positive integer.
+    type: list
+    elements: int
+    default: [1, 4, 16, 32, 64]
+  requests_per_level:
+    description:
+      - Timed requests per run. Default (null) is V(max(2*C, 4)) for concurrency C. Must be at least the largest
+        concurrency level when set.
+    type: int
+  warmup_requests:
+    description:
+      - Warm-up requests per level, sent at the level's concurrency and excluded from the results.
+      - Default (null) is V(max(C, 4)) per level, so every batch size a level uses has run before timing starts.
+    type: int
+  repeats:
+    description:
+      - Timed runs per level. Five or more give P(llmops.sglang.compare_sweeps#filter) full-confidence verdicts;
+        three is a smoke test.
+    type: int
+    default: 3
+  input_len:
+    description:
+      - Prompt length in tokens.
+    type: int
+    default: 1000
+  output_len:
+    description:
+      - Output length in tokens (C(max_tokens) or C(max_new_tokens) with C(ignore_eos)).
+    type: int
+    default: 1000
+  request_timeout_s:
+    description:
+      - Time limit for one request, from sending it to its last streamed byte. A request over the limit counts as
+        failed.
+    type: float
+    default: 600
+  level_timeout_s:
+    description:
+      - Time limit for one concurrency level (warm-up plus all repeats) with the V(native) engine, and for one
+        C(bench_serving) run with V(sglang_bench_serving). When exceeded the sweep stops with an error.
+    type: float
+    default: 3600
+  steady_state:
+    description:
+      - Also report C(steady_agg_tok_s) for each run in RV(sweep), the output throughput counted only while at least
+        90% of C requests were in flight (ramp-up and drain excluded).
+    type: bool
+    default: false
+  seed:
+    description:
+      - Seed of the random prompts. Prompts differ per request, run and level for a given seed.
+    type: int
+    default: 0
+  output_file:
+    description:
+      - Path on the host where the sweep is written as JSON (atomically). Parent directories are created.
+    type: path
+  progress_file:
+    description:
+      - Path on the host where progress lines are appended while the sweep runs. Default is O(output_file) plus
+        C(.progress); without O(output_file) no progress file is written unless this is set.
+    type: path
+  engine:
+    description:
+      - V(native) uses this collection's asyncio client.
+      - V(sglang_bench_serving) runs C(python -m sglang.bench_serving) once per level and repeat with the
+        C(random-ids) dataset, C(--random-range-ratio 1) and C(--max-concurrency C), and maps its JSONL results into
+        the same schema. Fields it does not report (steady-state throughput, some percentiles) are null.
+    type: str
+    choices: [native, sglang_bench_serving]
+    default: native
+  python:
+    description:
+      - Python used to run C(sglang.bench_serving) with O(engine=sglang_bench_serving). Default is the interpreter
+        running this module.
+    type: path
+
+notes:
+  - Output token counts come from the server (C(stream_options.include_usage) or C(meta_info.completion_tokens));
+    requests whose count differs from O(output_len) are counted in C(token_mismatch) of each run in RV(sweep).
+  - Inter-token latency is the gap between successive deliveries of tokens (stream chunks that arrive in the same
+    socket read count once); TPOT is (E2E - TTFT) / (tokens - 1).
+
+author:
+  - llmops.sglang contributors (@llmops)
+
+seealso:
+  - name: SGLang bench_serving
+    description: SGLang's own serving benchmark, used by O(engine=sglang_bench_serving).
+    link: https://github.com/sgl-project/sglang/blob/main/python/sglang/bench_serving.py
+"""
+
+EXAMPLES = r"""
+---
+- name: Sweep the baseline server on the GPU host
+  llmops.sglang.bench:
+    base_url: http://127.0.0.1:30000
+    api_key: "{{ sglang_api_key }}"
+    concurrency_levels: [1, 4, 16, 32, 64]
+    input_len: 1000
+    output_len: 1000
+    repeats: 5
+    output_file: /var/lib/sglang-bench/baseline.json
+  vars:
+    # The module needs aiohttp; the SGLang venv has it.
+    ansible_python_interpreter: /opt/sglang/venv/bin/python
+  register: baseline
+
+- name: Show the operators' table
+  ansible.builtin.debug:
+    msg: "{{ baseline.table }}"
+
+- name: Same sweep through SGLang's own bench_serving, native /generate endpoint
+  llmops.sglang.bench:
+    port: 30000
+    endpoint: generate
+    engine: sglang_bench_serving
+    concurrency_levels: [16, 64]
+    output_file: /var/lib/sglang-bench/bench_serving.json
+  vars:
+    ansible_python_interpreter: /opt/sglang/venv/bin/python
+
+- name: Compare a candidate sweep with the baseline
+  ansible.builtin.set_fact:
+    verdict: "{{ baseline.sweep | llmops.sglang.compare_sweeps(candidate.sweep) }}"
+"""
+
+RETURN = r"""
+changed:
+  description: Always V(false); a benchmark changes nothing.
+  returned: always
+  type: bool
+  sample: false
+plan:
+  description: What the sweep sends (or, in check mode, would send).
+  returned: always
+  type: dict
+  sample:
+    engine: native
+    base_url: http://127.0.0.1:30000
+    endpoint: completions
+    levels:
+      - {concurrency: 1, warmup_requests: 4, requests: 4, repeats: 3}
+      - {concurrency: 16, warmup_requests: 16, requests: 32, repeats: 3}
+sweep:
+  description:
+    - The sweep document (C(docs/bench-schema.md)). Also returned when the module fails because the server stopped
+      mid-sweep; then RV(sweep.error) says why and RV(sweep.levels) holds the completed levels.
+  returned: when not in check mode
+  type: dict
+  contains:
+    schema_version:
+      description: Version of the sweep schema.
+      type: int
+      sample: 1
+    started_at:
+      description: UTC start time, ISO 8601.
+      type: str
+      sample: "2026-11-29T10:15:02+00:00"
+    finished_at:
+      description: UTC end time, ISO 8601.
+      type: str
+      sample: "2026-11-29T10:41:37+00:00"
+    engine:
+      description: V(native) or V(sglang_bench_serving).
+      type: str
+      sample: native
+    base_url:
+      description: Server URL.
+      type: str
+      sample: http://127.0.0.1:30000
+    endpoint:
+      description: API loaded.
+      type: str
+      sample: completions
+    model:
+      description: Model name used in the requests.
+      type: str
+      sample: /models/Qwen3.5-122B-A10B
+    input_len:
+      description: Requested prompt tokens.
+      type: int
+      sample: 1000
+    output_len:
+      description: Requested output tokens.
+      type: int
+      sample: 1000
+    repeats:
+      description: Timed runs per level.
+      type: int
+      sample: 3
+    levels:
+      description:
+        - One entry per completed level with C(concurrency), C(requests), C(warmup_requests), C(runs) (one dict per
+          timed run with C(agg_tok_s), C(per_req_tok_s), C(tokens), C(wall_s), C(ok), C(failed), C(error_samples),
+          C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) as C({p50, p90, p99}), C(token_mismatch),
+          C(steady_agg_tok_s), C(achieved_concurrency), C(client_cpu_pct)) and C(summary) (medians over runs).
+      type: list
+      elements: dict
+    error:
+      description: Why the sweep stopped early, or null.
+      type: str
+      sample: null
+    client:
+      description: Versions of the client side.
+      type: dict
+      sample: {python: 3.11.2, aiohttp: 3.13.2}
+table:
+  description: Markdown table of the sweep, one row per level (medians over repeats; Ok is successful/attempted).
+  returned: when not in check mode
+  type: str
+  sample: |-
+    | C | Agg tok/s | Per-req tok/s | Tokens | Wall(s) | Ok |
+    |---:|---:|---:|---:|---:|---:|
+    | 1 | 121.6 | 121.7 | 4000 | 32.89 | 12/12 |
+output_file:
+  description: Where the sweep JSON was written, or null.
+  returned: always
+  type: str
+  sample: /var/lib/sglang-bench/baseline.json
+progress_file:
+  description: Where progress lines were written, or null.
+  returned: always
+  type: str
+  sample: /var/lib/sglang-bench/baseline.json.progress
+"""
+
+import contextlib
+import json
+import os
+import sys
+import tempfile
+import traceback
+import typing as t
+from pathlib import Path
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
+    DEFAULT_CONCURRENCY_LEVELS,
+    ENDPOINT_PATHS,
+    BenchConfig,
+    format_progress,
+    run_sweep,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_serving import run_bench_serving_sweep
+from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import sweep_table
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 30000
+ENGINES = ("native", "sglang_bench_serving")
+
+
+def argument_spec() -> dict:
+    return dict(
+        base_url=dict(type="str"),
+        host=dict(type="str"),
+        port=dict(type="int"),
+        api_key=dict(type="str", no_log=True),
+        endpoint=dict(type="str", choices=list(ENDPOINT_PATHS), default="completions"),
+        model=dict(type="str"),
+        concurrency_levels=dict(type="list", elements="int", default=list(DEFAULT_CONCURRENCY_LEVELS)),
+        requests_per_level=dict(type="int"),
+        warmup_requests=dict(type="int"),
+        repeats=dict(type="int", default=3),
+        input_len=dict(type="int", default=1000),
+        output_len=dict(type="int", default=1000),
+        request_timeout_s=dict(type="float", default=600.0),
+        level_timeout_s=dict(type="float", default=3600.0),
+        steady_state=dict(type="bool", default=False),
+        seed=dict(type="int", default=0),
+        output_file=dict(type="path"),
+        progress_file=dict(type="path"),
+        engine=dict(type="str", choices=list(ENGINES), default="native"),
+        python=dict(type="path"),
+    )
+
+
+def config_from_params(params: dict) -> BenchConfig:
+    base_url = params["base_url"] or f"http://{params['host'] or DEFAULT_HOST}:{params['port'] or DEFAULT_PORT}"
+    return BenchConfig(
+        base_url=base_url, endpoint=params["endpoint"], model=params["model"],
+        concurrency_levels=tuple(params["concurrency_levels"]), requests_per_level=params["requests_per_level"],
+        warmup_requests=params["warmup_requests"], repeats=params["repeats"], input_len=params["input_len"],
+        output_len=params["output_len"], request_timeout_s=params["request_timeout_s"],
+        level_timeout_s=params["level_timeout_s"], steady_state=params["steady_state"], api_key=params["api_key"],
+        seed=params["seed"],
+    )
+
+
+@contextlib.contextmanager
+def progress_writer(path: str | None) -> t.Iterator[t.Callable[[dict], None] | None]:
+    """Callback appending one line per progress event to ``path`` (flushed, so ``tail -f`` sees it at once)."""
+    if not path:
+        yield None
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w", encoding="utf-8") as stream:
+        def write(event: dict) -> None:
+            stream.write(format_progress(event) + "\n")
+            stream.flush()
+        yield write
+
+
+def write_json_atomically(path: str, document: dict) -> None:
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
+            json.dump(document, stream, indent=2)
+            stream.write("\n")
+        os.replace(temporary, target)
+    except BaseException:
+        os.unlink(temporary)
+        raise
+
+
+def run(module: AnsibleModule, config: BenchConfig, on_progress: t.Callable[[dict], None] | None) -> dict:
+    if module.params["engine"] == "native":
+        return run_sweep(config, on_progress)
+    # module.tmpdir is removed when the module exits, together with bench_serving's per-run JSONL files.
+    return run_bench_serving_sweep(config, python=module.params["python"] or sys.executable,
+                                   workdir=Path(module.tmpdir), on_progress=on_progress)
+
+
+def main() -> None:
+    module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
+                           mutually_exclusive=[("base_url", "host"), ("base_url", "port")])
+    params = module.params
+    try:
+        config = config_from_params(params)
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    progress_file = params["progress_file"] or (params["output_file"] + ".progress" if params["output_file"] else None)
+    result: dict[str, t.Any] = {
+        "changed": False, "output_file": params["output_file"], "progress_file": progress_file,
+        "plan": {"engine": params["engine"], "base_url": config.base_url, "endpoint": config.endpoint,
+                 "model": config.model, "levels": config.plan()},
+    }
+    if module.check_mode:
+        module.exit_json(msg="check mode: no request sent", **result)
+    try:
+        with progress_writer(progress_file) as on_progress:
+            sweep = run(module, config, on_progress)
+        result.update(sweep=sweep, table=sweep_table(sweep))
+        if params["output_file"]:
+            write_json_atomically(params["output_file"], sweep)
+    except (RuntimeError, OSError) as exc:
+        module.fail_json(msg=f"benchmark could not run: {exc}", exception=traceback.format_exc(), **result)
+    if sweep["error"]:
+        module.fail_json(msg=f"benchmark stopped early: {sweep['error']}", **result)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

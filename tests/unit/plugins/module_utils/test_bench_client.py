@@ -1,0 +1,305 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The benchmark client: pure helpers, then real sweeps against a tiny SGLang-shaped server on 127.0.0.1."""
+from __future__ import annotations
+
+import json
+import socket
+import time
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
+    BenchConfig,
+    RequestRecord,
+    SSEDecoder,
+    aggregate_run,
+    apply_chat_event,
+    apply_completions_event,
+    apply_generate_event,
+    format_progress,
+    percentiles,
+    run_sweep,
+    steady_window,
+    tokens_in_window,
+)
+from tests.unit.plugins.module_utils.fake_sglang_server import running_server, server_stats
+
+TTFT_MS = 40.0
+TOKEN_MS = 8.0
+# Scheduling jitter on a loaded 2-core CI machine (client and server share it); well below the gaps being told apart.
+SLACK_MS = 60.0
+
+
+def config(base_url: str, **overrides) -> BenchConfig:
+    settings = dict(base_url=base_url, concurrency_levels=(4,), repeats=2, input_len=300, output_len=24,
+                    request_timeout_s=20.0, level_timeout_s=60.0)
+    settings.update(overrides)
+    return BenchConfig(**settings)
+
+
+def closed_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+# ---- pure helpers -------------------------------------------------------------------------------------------------
+
+def test_percentiles_interpolate_like_numpy() -> None:
+    assert percentiles([float(v) for v in range(1, 101)]) == pytest.approx({"p50": 50.5, "p90": 90.1, "p99": 99.01})
+    assert percentiles([7.0]) == {"p50": 7.0, "p90": 7.0, "p99": 7.0}
+    assert percentiles([]) == {"p50": None, "p90": None, "p99": None}
+
+
+def test_sse_decoder_reassembles_events_split_across_reads() -> None:
+    decoder = SSEDecoder()
+    stream = (b'data: {"choices":[{"index":0,"text":" Paris"}]}\n\n: keep-alive comment\n\ndata: {"choi'
+              b'ces":[{"index":0,"text":" is"}]}\r\n\r\nevent: ping\ndata: [DONE]\n\n')
+    payloads = []
+    for start in range(0, len(stream), 7):  # 7-byte reads cut every field somewhere
+        payloads += decoder.feed(stream[start:start + 7])
+    assert payloads == [b'{"choices":[{"index":0,"text":" Paris"}]}', b'{"choices":[{"index":0,"text":" is"}]}',
+                        b"[DONE]"]
+    assert decoder.feed(b"data: {\"partial") == []
+
+
+def test_completions_events_count_text_chunks_and_take_usage_from_the_last_chunk() -> None:
+    record = RequestRecord(10.0)
+    chunks = [
+        {"id": "a1", "object": "text_completion", "model": "m",
+         "choices": [{"index": 0, "text": " The", "logprobs": None, "finish_reason": None}], "usage": None},
+        {"id": "a1", "object": "text_completion", "model": "m",
+         "choices": [{"index": 0, "text": " capital", "logprobs": None, "finish_reason": None}], "usage": None},
+        {"id": "a1", "object": "text_completion", "model": "m",
+         "choices": [{"index": 0, "text": "", "logprobs": None, "finish_reason": "length"}], "usage": None},
+        {"id": "a1", "object": "text_completion", "model": "m", "choices": [],
+         "usage": {"prompt_tokens": 1000, "completion_tokens": 2, "total_tokens": 1002}},
+    ]
+    for offset, chunk in enumerate(chunks):
+        apply_completions_event(record, chunk, 10.2 + offset * 0.01)
+    assert record.chunk_times == pytest.approx([10.2, 10.21])
+    assert (record.tokens, record.prompt_tokens, record.error) == (2, 1000, None)
+
+
+def test_chat_events_skip_the_role_chunk() -> None:
+    record = RequestRecord(0.0)
+    apply_chat_event(record, {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}, 0.05)
+    apply_chat_event(record, {"choices": [{"index": 0, "delta": {"content": "Sure"}}]}, 0.09)
+    apply_chat_event(record, {"choices": [{"index": 0, "delta": {}, "finish_reason": "length"}]}, 0.10)
+    assert record.chunk_times == [0.09]
+
+
+def test_generate_events_use_cumulative_completion_tokens_and_report_aborts() -> None:
+    record = RequestRecord(0.0)
+    apply_generate_event(record, {"text": " a", "meta_info": {"id": "r", "prompt_tokens": 1000,
+                                                              "completion_tokens": 1, "finish_reason": None}}, 0.2)
+    # A speculative-decoding step delivers three tokens in one chunk.
+    apply_generate_event(record, {"text": " a b c d", "meta_info": {"id": "r", "prompt_tokens": 1000,
+                                                                    "completion_tokens": 4, "finish_reason": None}}, 0.3)
+    assert (record.chunk_times, record.tokens, record.prompt_tokens) == ([0.2, 0.3], 4, 1000)
+    apply_generate_event(record, {"text": " a b c d", "meta_info": {
+        "completion_tokens": 4, "finish_reason": {"type": "abort", "message": "KV cache pool is full"}}}, 0.4)
+    assert record.error == "aborted by the server: KV cache pool is full"
+    error_record = RequestRecord(0.0)
+    apply_generate_event(error_record, {"error": {"message": "Input is too long"}}, 0.1)
+    assert error_record.error == "server error: Input is too long"
+
+
+def finished(start: float, chunk_times: list[float], tokens: int | None, end: float) -> RequestRecord:
+    record = RequestRecord(start)
+    record.chunk_times, record.tokens, record.end, record.done = chunk_times, tokens, end, True
+    return record
+
+
+def test_aggregate_run_computes_rates_latencies_and_token_checks() -> None:
+    records = [
+        finished(0.0, [0.1, 0.2, 0.3, 0.4], 4, 0.5),
+        finished(0.0, [0.2, 0.4, 0.6, 0.8], 4, 1.0),
+        finished(0.5, [0.6, 0.7, 0.7, 0.8], 3, 1.0),  # one token short of output_len=4; two chunks in one read
+    ]
+    failed = RequestRecord(0.5)
+    failed.end, failed.error = 0.9, "HTTP 503: Service Unavailable"
+    run = aggregate_run(records + [failed], wall_s=1.0, output_len=4, concurrency=2, steady_state=False)
+    assert (run["ok"], run["failed"], run["tokens"], run["token_mismatch"]) == (3, 1, 11, 1)
+    assert run["error_samples"] == ["HTTP 503: Service Unavailable"]
+    assert run["agg_tok_s"] == pytest.approx(11.0)
+    assert run["per_req_tok_s"] == pytest.approx((4 / 0.5 + 4 / 1.0 + 3 / 0.5) / 3)
+    assert run["ttft_ms"]["p50"] == pytest.approx(100.0)
+    assert run["e2e_ms"]["p99"] == pytest.approx(990.0)
+    assert run["itl_ms"]["p50"] == pytest.approx(100.0) and run["itl_ms"]["p99"] == pytest.approx(200.0)
+    assert run["tpot_ms"]["p50"] == pytest.approx(200.0)  # (0.5 - 0.1) / 2 for the 3-token request
+    assert run["achieved_concurrency"] == pytest.approx(2.4)
+    assert run["steady_agg_tok_s"] is None
+
+
+def test_chunks_read_together_are_one_delivery_for_itl() -> None:
+    """Speculative decoding: a step's tokens arrive as several chunks in one socket read (same timestamp)."""
+    record = finished(0.0, [0.1, 0.2, 0.2, 0.2, 0.3, 0.3], 6, 0.3)
+    run = aggregate_run([record], wall_s=0.3, output_len=6, concurrency=1, steady_state=False)
+    assert run["itl_ms"] == pytest.approx({"p50": 100.0, "p90": 100.0, "p99": 100.0})
+    assert run["tpot_ms"]["p50"] == pytest.approx(40.0)
+
+
+def test_steady_window_is_the_longest_span_at_target_concurrency() -> None:
+    intervals = [(0.0, 4.0), (1.0, 3.0), (2.5, 6.0), (5.0, 9.0), (5.5, 6.5)]
+    assert steady_window(intervals, 2) == (1.0, 4.0)
+    assert steady_window(intervals, 3) == (2.5, 3.0)
+    assert steady_window(intervals, 4) is None
+    assert steady_window([(0.0, 1.0), (1.0, 2.0)], 2) is None  # back-to-back is not overlapping
+    records = [finished(0.0, [0.5, 1.5, 2.5, 3.5], 8, 4.0)]
+    assert tokens_in_window(records, (1.0, 3.0)) == pytest.approx(4.0)
+
+
+def test_config_rejects_nonpositive_concurrency_and_too_few_requests() -> None:
+    with pytest.raises(ValueError, match="concurrency_levels"):
+        BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=(1, 0, 16))
+    with pytest.raises(ValueError, match="concurrency_levels"):
+        BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=())
+    with pytest.raises(ValueError, match="requests_per_level"):
+        BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=(4, 64), requests_per_level=32)
+    with pytest.raises(ValueError, match="endpoint"):
+        BenchConfig(base_url="http://127.0.0.1:30000", endpoint="embeddings")
+    defaults = BenchConfig(base_url="http://127.0.0.1:30000/")
+    assert defaults.base_url == "http://127.0.0.1:30000"
+    assert [(p["concurrency"], p["warmup_requests"], p["requests"]) for p in defaults.plan()] == [
+        (1, 4, 4), (4, 4, 8), (16, 16, 32), (32, 32, 64), (64, 64, 128)]
+    assert "api_key" not in repr(BenchConfig(base_url="http://h:1", api_key="sk-secret"))
+
+
+def test_format_progress_is_one_greppable_line() -> None:
+    line = format_progress({"event": "run_done", "concurrency": 16, "repeat": 2, "agg_tok_s": 1213.456})
+    assert line.endswith(" run_done concurrency=16 repeat=2 agg_tok_s=1213.5")
+    assert "\n" not in line
+
+
+# ---- against the streaming server --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("endpoint", ["completions", "chat", "generate"])
+def test_sweep_counts_tokens_and_keeps_exactly_c_in_flight(endpoint: str) -> None:
+    with running_server("--ttft-ms", str(TTFT_MS), "--token-ms", str(TOKEN_MS)) as (base_url, _process):
+        events: list[dict] = []
+        sweep = run_sweep(config(base_url, endpoint=endpoint, requests_per_level=8), on_progress=events.append)
+        stats = server_stats(base_url)
+    assert sweep["error"] is None
+    assert sweep["model"] == "/models/Qwen3.5-122B-A10B" and sweep["endpoint"] == endpoint
+    (level,) = sweep["levels"]
+    assert (level["concurrency"], level["requests"], level["warmup_requests"]) == (4, 8, 4)
+    assert stats["max_in_flight"] == 4
+    assert stats["requests"] == 4 + 2 * 8  # warm-up + two runs (the chat calibration is not streamed)
+    for run in level["runs"]:
+        assert (run["ok"], run["failed"], run["tokens"], run["token_mismatch"]) == (8, 0, 8 * 24, 0)
+        assert run["input_tokens"] == pytest.approx(300, rel=0.02)
+        assert run["agg_tok_s"] == pytest.approx(run["tokens"] / run["wall_s"])
+        assert TTFT_MS <= run["ttft_ms"]["p50"] < TTFT_MS + SLACK_MS
+        assert TOKEN_MS <= run["itl_ms"]["p50"] < 2.5 * TOKEN_MS
+        expected_e2e = TTFT_MS + 23 * TOKEN_MS
+        assert expected_e2e <= run["e2e_ms"]["p50"] < expected_e2e + 2 * SLACK_MS
+        assert run["tpot_ms"]["p50"] == pytest.approx((run["e2e_ms"]["p50"] - run["ttft_ms"]["p50"]) / 23, rel=0.2)
+        assert run["per_req_tok_s"] == pytest.approx(24 / (run["e2e_ms"]["p50"] / 1000), rel=0.2)
+        assert 3.0 < run["achieved_concurrency"] <= 4.0
+    assert [e["event"] for e in events] == ["level_start", "run_done", "run_done", "level_done", "sweep_done"]
+    assert level["summary"]["ok"] == 16
+
+
+def test_token_mismatch_is_flagged_when_the_server_returns_fewer_tokens() -> None:
+    with running_server("--ttft-ms", "5", "--token-ms", "1", "--short-by", "1") as (base_url, _process):
+        sweep = run_sweep(config(base_url, repeats=1))
+    (run,) = sweep["levels"][0]["runs"]
+    assert (run["ok"], run["tokens"], run["token_mismatch"], run["usage_missing"]) == (8, 8 * 23, 8, 0)
+
+
+def test_steady_state_throughput_excludes_ramp_and_drain() -> None:
+    with running_server("--ttft-ms", "5", "--token-ms", str(TOKEN_MS)) as (base_url, _process):
+        sweep = run_sweep(config(base_url, concurrency_levels=(8,), repeats=1, output_len=40, steady_state=True))
+    (run,) = sweep["levels"][0]["runs"]
+    assert run["steady_window_s"] is not None and 0 < run["steady_window_s"] < run["wall_s"]
+    # All 8 streams producing one token per TOKEN_MS: the steady rate is close to 8 / TOKEN_MS.
+    assert run["steady_agg_tok_s"] == pytest.approx(8 / (TOKEN_MS / 1000), rel=0.35)
+    assert run["steady_agg_tok_s"] >= run["agg_tok_s"] * 0.95
+
+
+@pytest.mark.parametrize(("api_key", "problem"), [("sk-wrong", "wrong"), (None, "missing")])
+def test_wrong_or_missing_api_key_fails_fast(api_key: str | None, problem: str) -> None:
+    with running_server("--api-key", "sk-right") as (base_url, _process):
+        started = time.monotonic()
+        sweep = run_sweep(config(base_url, api_key=api_key))
+        elapsed = time.monotonic() - started
+    assert sweep["levels"] == []
+    assert "HTTP 401" in sweep["error"] and f"API key is {problem}" in sweep["error"]
+    assert elapsed < 5.0
+
+
+def test_401_on_a_generation_request_stops_the_sweep() -> None:
+    """model given, so /v1/models is skipped: the first streamed request meets the 401."""
+    with running_server("--api-key", "sk-right") as (base_url, _process):
+        sweep = run_sweep(config(base_url, endpoint="generate", model="default", api_key="sk-old"))
+        assert server_stats(base_url)["requests"] == 0
+    assert sweep["levels"] == [] and "API key is wrong" in sweep["error"]
+
+
+def test_right_api_key_is_accepted() -> None:
+    with running_server("--api-key", "sk-right", "--token-ms", "1") as (base_url, _process):
+        sweep = run_sweep(config(base_url, api_key="sk-right", repeats=1))
+    assert sweep["error"] is None and sweep["levels"][0]["runs"][0]["ok"] == 8
+
+
+def test_server_killed_mid_level_keeps_completed_levels_and_reports_the_error() -> None:
+    with running_server("--ttft-ms", "10", "--token-ms", "5") as (base_url, process):
+        def kill_during_second_level(event: dict) -> None:
+            if event["event"] == "run_done" and event["concurrency"] == 4 and event["repeat"] == 1:
+                process.kill()
+
+        started = time.monotonic()
+        sweep = run_sweep(config(base_url, concurrency_levels=(2, 4), repeats=3, output_len=40),
+                          on_progress=kill_during_second_level)
+        elapsed = time.monotonic() - started
+    assert [level["concurrency"] for level in sweep["levels"]] == [2]
+    assert len(sweep["levels"][0]["runs"]) == 3
+    # Requests on kept-alive connections see the reset, fresh connections are refused: either ends the sweep.
+    assert sweep["error"].startswith("concurrency 4: ")
+    assert f"cannot connect to {base_url}" in sweep["error"] or (
+        "repeat 2: all 8 requests failed" in sweep["error"] and "Connection reset by peer" in sweep["error"])
+    assert elapsed < 15.0
+    assert sweep["finished_at"] is not None
+
+
+def test_unreachable_server_gives_a_clear_error() -> None:
+    base_url = f"http://127.0.0.1:{closed_port()}"
+    started = time.monotonic()
+    sweep = run_sweep(config(base_url))
+    assert time.monotonic() - started < 5.0
+    assert sweep["levels"] == []
+    assert sweep["error"].startswith(f"cannot connect to {base_url} (GET /v1/models)")
+    assert "refused" in sweep["error"].lower()
+
+
+def test_requests_over_the_timeout_fail_and_stop_the_sweep() -> None:
+    with running_server("--ttft-ms", "10", "--token-ms", "3000") as (base_url, _process):
+        started = time.monotonic()
+        sweep = run_sweep(config(base_url, request_timeout_s=0.5, warmup_requests=0, repeats=1))
+        elapsed = time.monotonic() - started
+    assert sweep["levels"] == []
+    assert "all 8 requests failed" in sweep["error"] and "request_timeout_s=0.5" in sweep["error"]
+    assert elapsed < 5.0
+
+
+def test_a_level_over_its_time_limit_stops_the_sweep() -> None:
+    """Each request needs ~4 s (20 tokens x 200 ms), the level may take 1 s."""
+    with running_server("--ttft-ms", "10", "--token-ms", "200") as (base_url, _process):
+        started = time.monotonic()
+        sweep = run_sweep(config(base_url, concurrency_levels=(2, 4), level_timeout_s=1.0, output_len=20, repeats=1,
+                                 warmup_requests=0))
+        elapsed = time.monotonic() - started
+    assert sweep["levels"] == []
+    assert sweep["error"] == "concurrency 2 did not finish within level_timeout_s=1"
+    assert elapsed < 4.0
+
+
+def test_sweep_document_is_json_serialisable_and_versioned() -> None:
+    with running_server("--token-ms", "1") as (base_url, _process):
+        sweep = run_sweep(config(base_url, repeats=1))
+    document = json.loads(json.dumps(sweep))
+    assert document["schema_version"] == 1 and document["engine"] == "native"
+    assert set(document["client"]) == {"python", "aiohttp"} and document["client"]["aiohttp"]
+    assert document["input_len"] == 300 and document["output_len"] == 24
