@@ -108,7 +108,8 @@ _value:
       description: The options used.
       type: dict
     table:
-      description: Markdown pipe table with the columns Concurrency, Baseline (tok/s), Candidate (tok/s), Change, Verdict.
+      description:
+        - Markdown pipe table with the columns Concurrency, Baseline (tok/s), Candidate (tok/s), Change, Verdict.
       type: str
 """
 

@@ -525,7 +525,8 @@ class _LevelRunner:
             raise BenchAborted(f"chat prompt calibration request failed: {exc}") from exc
         measured = (document.get("usage") or {}).get("prompt_tokens") if isinstance(document, dict) else None
         if not measured:
-            raise BenchAborted(f"chat prompt calibration: the server reported no usage.prompt_tokens ({document!r:.200})")
+            raise BenchAborted("chat prompt calibration: the server reported no usage.prompt_tokens "
+                               f"({document!r:.200})")
         return max(1, round(config.input_len * config.input_len / measured))
 
 

@@ -62,21 +62,31 @@ def _metric_values(runs: list[dict], metric: str, where: str, *, required: bool)
     return values
 
 
-def _latency_summary(runs: list[dict]) -> dict[str, dict[str, float | None]]:
+def _percentile_maps(runs: list[dict], field: str, where: str) -> list[dict]:
+    maps = []
+    for index, run in enumerate(runs):
+        value = run.get(field)
+        if value is not None and not isinstance(value, dict):
+            raise ValueError(f"{where}.runs[{index}].{field} must be an object like {{p50, p90, p99}}, got {value!r}")
+        maps.append(value or {})
+    return maps
+
+
+def _latency_summary(runs: list[dict], where: str) -> dict[str, dict[str, float | None]]:
     """Median over runs of each run's latency percentiles (percentiles are never averaged, §D.3-5)."""
     summary: dict[str, dict[str, float | None]] = {}
     for field in LATENCY_FIELDS:
-        quantiles = {key for run in runs for key in (run.get(field) or {})}
-        summary[field] = {
-            q: _median([run[field][q] for run in runs if (run.get(field) or {}).get(q) is not None])
-            for q in sorted(quantiles)
-        }
+        maps = _percentile_maps(runs, field, where)
+        quantiles = sorted({key for percentiles in maps for key in percentiles})
+        summary[field] = {q: _median([m[q] for m in maps if m.get(q) is not None]) for q in quantiles}
     return summary
 
 
-def summarize_level(runs: list[dict]) -> dict:
-    """Summary of one concurrency level: medians over runs, totals of ok/failed, spread of agg tok/s."""
-    where = "level"
+def summarize_level(runs: list[dict], *, where: str = "level") -> dict:
+    """Summary of one concurrency level: medians over runs, totals of ok/failed, spread of agg tok/s.
+
+    ``where`` names the level in error messages (ValueError) about malformed runs.
+    """
     runs = _runs_of({"runs": runs}, where)
     summary: dict[str, t.Any] = {"n_runs": len(runs)}
     for field in SUMMARY_FIELDS:
@@ -85,10 +95,9 @@ def summarize_level(runs: list[dict]) -> dict:
     summary["agg_tok_s_cv_pct"] = cv_pct(agg)
     summary["agg_tok_s_min"] = min(agg) if agg else None
     summary["agg_tok_s_max"] = max(agg) if agg else None
-    summary["ok"] = sum(int(run.get("ok") or 0) for run in runs)
-    summary["failed"] = sum(int(run.get("failed") or 0) for run in runs)
-    summary["token_mismatch"] = sum(int(run.get("token_mismatch") or 0) for run in runs)
-    summary.update(_latency_summary(runs))
+    for field in ("ok", "failed", "token_mismatch"):
+        summary[field] = int(sum(_metric_values(runs, field, where, required=False)))
+    summary.update(_latency_summary(runs, where))
     return summary
 
 
@@ -124,8 +133,8 @@ def _markdown_table(header: str, rows: list[list[str]], *, text_columns: int = 0
 def sweep_table(sweep: dict) -> str:
     """Operators' Markdown table of a sweep: one row per level, medians over repeats; Ok = ok/attempted, all repeats."""
     rows = []
-    for level in _levels_of(sweep, "sweep"):
-        summary = summarize_level(level["runs"])
+    for index, level in enumerate(_levels_of(sweep, "sweep")):
+        summary = summarize_level(level["runs"], where=f"sweep.levels[{index}]")
         attempted = summary["ok"] + summary["failed"]
         rows.append([
             str(level["concurrency"]),

@@ -95,8 +95,9 @@ def test_generate_events_use_cumulative_completion_tokens_and_report_aborts() ->
     apply_generate_event(record, {"text": " a", "meta_info": {"id": "r", "prompt_tokens": 1000,
                                                               "completion_tokens": 1, "finish_reason": None}}, 0.2)
     # A speculative-decoding step delivers three tokens in one chunk.
-    apply_generate_event(record, {"text": " a b c d", "meta_info": {"id": "r", "prompt_tokens": 1000,
-                                                                    "completion_tokens": 4, "finish_reason": None}}, 0.3)
+    spec_step = {"text": " a b c d", "meta_info": {"id": "r", "prompt_tokens": 1000, "completion_tokens": 4,
+                                                   "finish_reason": None}}
+    apply_generate_event(record, spec_step, 0.3)
     assert (record.chunk_times, record.tokens, record.prompt_tokens) == ([0.2, 0.3], 4, 1000)
     apply_generate_event(record, {"text": " a b c d", "meta_info": {
         "completion_tokens": 4, "finish_reason": {"type": "abort", "message": "KV cache pool is full"}}}, 0.4)

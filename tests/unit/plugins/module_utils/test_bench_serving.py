@@ -117,8 +117,8 @@ class FakeBenchServing:
     def __call__(self, argv: list[str], env: dict[str, str], timeout_s: float | None) -> tuple[int, str, str]:
         self.calls.append((argv, env))
         if len(self.calls) == self.fail_at_call:
-            return 1, "", "Traceback (most recent call last):\n  ...\naiohttp.client_exceptions.ClientConnectorError: " \
-                          "Cannot connect to host 127.0.0.1:30000 ssl:default [Connect call failed]\n"
+            return 1, "", ("Traceback (most recent call last):\n  ...\naiohttp.client_exceptions.ClientConnectorError: "
+                           "Cannot connect to host 127.0.0.1:30000 ssl:default [Connect call failed]\n")
         concurrency = int(argv[argv.index("--max-concurrency") + 1])
         record = json.loads(JSONL_MID_2025) | {"max_concurrency": concurrency,
                                                "output_throughput": 1213.5 + len(self.calls)}

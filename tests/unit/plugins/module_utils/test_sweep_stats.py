@@ -204,6 +204,9 @@ def test_filters_wrap_the_functions_and_name_the_bad_field() -> None:
         compare(baseline, candidate)
     with pytest.raises(AnsibleFilterError, match=r"sweep\.levels must be a list"):
         table({"levels": None})
+    baseline["levels"][1]["runs"][0]["ttft_ms"] = 398.1
+    with pytest.raises(AnsibleFilterError, match=r"sweep\.levels\[1\]\.runs\[0\]\.ttft_ms must be an object"):
+        table(baseline)
 
 
 def test_filters_load_by_fqcn_in_a_playbook(tmp_path: Path) -> None:
@@ -228,7 +231,8 @@ def test_filters_load_by_fqcn_in_a_playbook(tmp_path: Path) -> None:
            "ANSIBLE_LOCAL_TEMP": str(tmp_path / "tmp"), "ANSIBLE_REMOTE_TMP": str(tmp_path / "tmp"),
            "ANSIBLE_HOME": str(tmp_path / "home")}
     done = subprocess.run([str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local",
-                           "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)], env=env, capture_output=True, text=True, timeout=120, check=False)
+                           "-e", f"ansible_python_interpreter={sys.executable}", str(playbook)],
+                          env=env, capture_output=True, text=True, timeout=120, check=False)
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((tmp_path / "result.json").read_text())
     assert result == {"verdict": "no significant change", "table": sweep_table(baseline)}
