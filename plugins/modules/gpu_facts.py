@@ -14,16 +14,8 @@ description:
     and the PCIe/NVLink topology matrix from C(nvidia-smi topo -m).
 author:
   - llmops.sglang contributors (@llmops)
-attributes:
-  check_mode:
-    description: Only reads; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Nothing to diff.
-    support: none
-  idempotent:
-    description: Reads facts, never changes the host.
-    support: full
+extends_documentation_fragment:
+  - llmops.sglang.attributes.facts
 options:
   nvidia_smi:
     description: Path or name of C(nvidia-smi).

@@ -17,16 +17,8 @@ description:
     MoE configs used / fallen back / missing, warnings, readiness and the classified error.
 author:
   - llmops.sglang contributors (@llmops)
-attributes:
-  check_mode:
-    description: Only reads; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Nothing to diff.
-    support: none
-  idempotent:
-    description: Never changes the host.
-    support: full
+extends_documentation_fragment:
+  - llmops.sglang.attributes.facts
 options:
   name:
     description: systemd service name (without C(.service)). Mutually exclusive with O(log_file).

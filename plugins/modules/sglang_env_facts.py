@@ -15,16 +15,8 @@ description:
   - Reads the model's C(config.json) and derives its MoE shape.
 author:
   - llmops.sglang contributors (@llmops)
-attributes:
-  check_mode:
-    description: Only reads; runs the same in check mode.
-    support: full
-  diff_mode:
-    description: Nothing to diff.
-    support: none
-  idempotent:
-    description: Never changes the host.
-    support: full
+extends_documentation_fragment:
+  - llmops.sglang.attributes.facts
 options:
   python:
     description: Python interpreter of the SGLang installation.
