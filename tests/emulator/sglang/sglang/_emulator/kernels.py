@@ -22,7 +22,7 @@ Profile section `tuner:` (all keys optional; unknown keys are rejected):
                          the emulator sleeps this times the profile's time_scale
   t0_us                  fixed kernel-chain latency in microseconds (default 12)
   bandwidth_efficiency   fraction of mem_bandwidth_gbs the ideal config reaches (default 0.85)
-  default_margin         {M: fraction} how much slower SGLang's default config is than the ideal one,
+  default_margin         {M: fraction} how much slower SGLang's default config is than the best single config,
                          interpolated in log2(M), clamped outside (default {1: .03, 16: .12, 512: .12, 4096: .05})
   worst_config_penalty   upper bound of the slowdown of a far-off config (default 1.5 = 2.5x the ideal)
   jitter                 max relative timing jitter, seeded (default 0.004)
@@ -55,6 +55,7 @@ ACTIVATION_BYTES = {None: 2, "float32": 4, "fp8_w8a8": 1, "int8_w8a8": 1, "int8_
 # Share of the fused MoE's weights (and fixed latency) in each GEMM: w13 is [E, 2I, H], w2 is [E, H, I].
 GEMM_SHARE = {"up": 2 / 3, "down": 1 / 3}
 COMPILE_ERROR = "PassManager::run failed"
+INTEGER_KEYS = ("crash_at_batch_size", "compile_error_configs")
 
 
 class OutOfResources(Exception):
@@ -91,8 +92,16 @@ class TunerSettings:
             if key not in known:
                 raise ProfileError(f"{profile.path}: unknown key 'tuner.{key}' (known: {', '.join(known)})")
         values = dict(section)
-        if "default_margin" in values:
-            values["default_margin"] = {int(m): float(v) for m, v in values["default_margin"].items()}
+        for key, value in values.items():
+            if key == "default_margin":
+                if not isinstance(value, dict) or not all(_is_number(m) and _is_number(v) for m, v in value.items()):
+                    raise ProfileError(f"{profile.path}: 'tuner.default_margin' must map batch sizes to fractions")
+                values[key] = {int(m): float(v) for m, v in value.items()}
+            elif key in INTEGER_KEYS:
+                if not (_is_integer(value) or (key == "crash_at_batch_size" and value is None)):
+                    raise ProfileError(f"{profile.path}: 'tuner.{key}' must be an integer, got {value!r}")
+            elif not _is_number(value):
+                raise ProfileError(f"{profile.path}: 'tuner.{key}' must be a number, got {value!r}")
         settings = cls(**values)
         settings.check(profile.path)
         return settings
@@ -259,7 +268,8 @@ class KernelModel:
         """Modelled time (no launch checks, no wall cost) of the fused MoE with these two GEMM configs."""
         total = 0.0
         for gemm, config in (("up", up_config), ("down", down_config)):
-            total += self.ideal_gemm_time_us(problem, num_tokens, gemm) * (1 + self.penalty(problem, num_tokens, gemm, config))
+            penalty = self.penalty(problem, num_tokens, gemm, config)
+            total += self.ideal_gemm_time_us(problem, num_tokens, gemm) * (1 + penalty)
         key = (num_tokens, config_key(up_config), config_key(down_config))
         return total * (1 + self.settings.jitter * (2 * self._unit_hash("jitter", key) - 1))
 
@@ -360,9 +370,19 @@ class KernelModel:
         os._exit(139)
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _is_integer(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _scale_for(distance: float, penalty: float, worst: float) -> float:
     """Distance scale at which a config `distance` away from the ideal gets exactly `penalty`."""
-    return -distance / math.log(1 - penalty / worst)
+    # A reference config that is the ideal itself (distance 0) cannot carry a margin; treat it as
+    # one small step away instead of dividing by zero.
+    return -max(distance, 0.1) / math.log(1 - penalty / worst)
 
 
 def _saturating_penalty(distance: float, scale: float, worst: float) -> float:
