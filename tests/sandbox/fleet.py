@@ -42,7 +42,9 @@ class SandboxHost:
 
 @dataclass
 class FleetConfig:
-    state_dir: Path = REPO_ROOT / ".sandbox"
+    # Overridable so a second fleet (another test session) can run beside the default one.
+    state_dir: Path = Path(os.environ.get("LLMOPS_SANDBOX_STATE_DIR", REPO_ROOT / ".sandbox"))
+    fleet_id: str = os.environ.get("LLMOPS_SANDBOX_FLEET", "")  # prefixes cgroup and veth names
     bridge: str = os.environ.get("LLMOPS_SANDBOX_BRIDGE", "llmops-br0")
     subnet_prefix: str = os.environ.get("LLMOPS_SANDBOX_SUBNET", "10.213.0")
     name_prefix: str = "gpu"  # hosts are <prefix>1..N; cgroups and veths carry the name
@@ -163,7 +165,7 @@ class Fleet:
     def _launch(self, name: str, index: int, emulator: Path | None, profile: Path | None) -> SandboxHost:
         host_dir = self.config.state_dir / name
         (host_dir / "scratch").mkdir(parents=True, exist_ok=True)
-        cgroup = CGROUP_PREFIX + name
+        cgroup = f"{CGROUP_PREFIX}{self.config.fleet_id}{name}"
         for root in cgroup_hierarchies():
             _make_cgroup(root / cgroup)
         env = {
@@ -282,7 +284,7 @@ class Fleet:
         links = _run("ip", "-o", "link", "show", check=False).stdout
         for line in links.splitlines():
             name = line.split(":")[1].strip().split("@")[0]
-            if name == self.config.bridge or name.startswith(VETH_PREFIX + self.config.name_prefix):
+            if name == self.config.bridge or name.startswith(f"{VETH_PREFIX}{self._owned_prefix}"):
                 found.append(f"link {name}")
         for root in cgroup_hierarchies():
             found += [f"cgroup {p}" for p in root.glob(self._cgroup_glob)]
@@ -295,16 +297,20 @@ class Fleet:
                 cgroups = (proc / "cgroup").read_text()
             except OSError:
                 continue
-            if f":/{CGROUP_PREFIX}{self.config.name_prefix}" in cgroups:
+            if f":/{CGROUP_PREFIX}{self._owned_prefix}" in cgroups:
                 found.append(f"process {proc.name}")
         return found
 
     @property
+    def _owned_prefix(self) -> str:
+        return f"{self.config.fleet_id}{self.config.name_prefix}"
+
+    @property
     def _cgroup_glob(self) -> str:
-        return f"{CGROUP_PREFIX}{self.config.name_prefix}*"
+        return f"{CGROUP_PREFIX}{self._owned_prefix}*"
 
     def _veth(self, host: SandboxHost) -> str:
-        return f"{VETH_PREFIX}{host.name}"
+        return f"{VETH_PREFIX}{self.config.fleet_id}{host.name}"
 
 
 def cgroup_hierarchies() -> list[Path]:
@@ -416,6 +422,8 @@ def machine_snapshot() -> MachineSnapshot:
     return MachineSnapshot(
         systemd_units=frozenset(str(p.relative_to(units)) for p in units.rglob("*")) if units.exists() else frozenset(),
         tmp_entries=frozenset(p.name for p in Path("/tmp").iterdir()),
-        cgroup_dirs=frozenset(str(d) for root in cgroup_hierarchies() for d in root.iterdir() if d.is_dir()),
+        # Fleets' own cgroups are checked by Fleet.leftovers(); a fleet of another session may come and go.
+        cgroup_dirs=frozenset(str(d) for root in cgroup_hierarchies() for d in root.iterdir()
+                              if d.is_dir() and not d.name.startswith(CGROUP_PREFIX)),
         tmp_canary=canary,
     )
