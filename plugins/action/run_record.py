@@ -1,0 +1,32 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""llmops.sglang.run_record: atomic evidence files in the run directory on the controller."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import serialize, write_files
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec={
+            "dir": {"type": "path", "required": True},
+            "files": {"type": "dict", "required": True},
+        })
+        directory = Path(args["dir"])
+        try:
+            # null content means "no such record" (e.g. no sweep for a candidate that failed to start)
+            files = {name: serialize(content) for name, content in args["files"].items() if content is not None}
+            written = write_files(directory, files, check_mode=self._task.check_mode)
+        except ValueError as exc:
+            raise AnsibleActionFail(f"files: {exc}") from exc
+        result.update(changed=bool(written), paths=[str(directory / name) for name in files],
+                      written=[str(path) for path in written])
+        return result

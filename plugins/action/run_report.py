@@ -1,0 +1,35 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""llmops.sglang.run_report: summary.json, report.md and report.html from the run directory."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.llmops.sglang.plugins.plugin_utils import run_report
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import write_files
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        _, args = self.validate_argument_spec(argument_spec={"run_dir": {"type": "path", "required": True}})
+        run_dir = Path(args["run_dir"])
+        if not run_report.HAS_REPORT_LIBS:
+            raise AnsibleActionFail("the report needs matplotlib and markdown on the controller "
+                                    "(pip install matplotlib markdown, or the project's pyproject.toml)")
+        if not (run_dir / "run.json").is_file():
+            raise AnsibleActionFail(f"run_dir: {run_dir} is not a run directory (no run.json); "
+                                    "pass runs/<run_id> of an earlier run")
+        files = run_report.report_files(run_dir)
+        written = write_files(run_dir, files, check_mode=self._task.check_mode)
+        summary = json.loads(files["summary.json"])
+        result.update(changed=bool(written), summary=summary, lines=run_report.summary_text(summary),
+                      report_md=str(run_dir / "report.md"), report_html=str(run_dir / "report.html"),
+                      summary_json=str(run_dir / "summary.json"), written=[str(p) for p in written])
+        return result

@@ -1,0 +1,269 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""summary.json, report.md and report.html of a tuning run, built only from its run directory.
+
+Controller-side (plugin_utils): needs matplotlib and markdown, which are controller requirements of the
+collection. The run directory layout is documented in docs/run-directory.md.
+"""
+from __future__ import annotations
+
+import io
+import json
+import typing as t
+from pathlib import Path
+
+try:
+    import markdown
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+    HAS_REPORT_LIBS = True
+except ImportError:  # pragma: no cover - reported by the action plugin
+    HAS_REPORT_LIBS = False
+
+SCHEMA_VERSION = 1
+STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify")
+MEASURED_FILES = ("sweep.json", "facts.json", "comparison.json", "decision.json", "side_effects.json",
+                  "requested_args.json")
+KEY_LEVEL_HINT = "the highest concurrency measured in both the baseline and the final sweep"
+
+
+def read_json(path: Path) -> t.Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def _measurement(stage: str, label: str, directory: Path) -> dict | None:
+    documents = {name.removesuffix(".json"): read_json(directory / name) for name in MEASURED_FILES}
+    if documents["sweep"] is None and documents["decision"] is None:
+        return None
+    return {"stage": stage, "label": label, "dir": str(directory), **documents}
+
+
+def host_measurements(run_dir: Path, host: str) -> list[dict]:
+    """Every measured configuration of a host in pipeline order (baseline, each flag trial, MoE, verify)."""
+    found = []
+    for stage in STAGES:
+        stage_dir = run_dir / stage / host
+        if stage == "flags":
+            order = (read_json(stage_dir / "stage.json") or {}).get("trials") or sorted(
+                p.name for p in (stage_dir / "trials").glob("*") if p.is_dir())
+            candidates = [(f"flags: {name}", stage_dir / "trials" / name) for name in order]
+        else:
+            candidates = [(stage, stage_dir)]
+        found += [m for m in (_measurement(stage, label, d) for label, d in candidates) if m]
+    return found
+
+
+def level_values(sweep: dict | None, field: str, percentile: str | None = None) -> dict[int, float]:
+    """Median over runs of a level summary field, by concurrency (levels without it are left out)."""
+    values = {}
+    for level in (sweep or {}).get("levels", []):
+        value = (level.get("summary") or {}).get(field)
+        if percentile is not None:
+            value = value.get(percentile) if isinstance(value, dict) else None
+        if isinstance(value, (int, float)):
+            values[level["concurrency"]] = float(value)
+    return values
+
+
+def _hosts(run_dir: Path) -> list[str]:
+    return sorted({p.name for stage in STAGES for p in (run_dir / stage).glob("*") if p.is_dir()})
+
+
+def _stage_status(run_dir: Path, stage: str, host: str) -> dict:
+    record = read_json(run_dir / stage / host / "stage.json")
+    return record or {"status": "not run"}
+
+
+def _adopted(run_dir: Path, host: str) -> dict | None:
+    for stage in reversed(STAGES):
+        adopted = read_json(run_dir / stage / host / "adopted.json")
+        if adopted is not None:
+            return {"stage": stage, **adopted}  # the stage that adopted it, when recorded
+    return None
+
+
+def _key_numbers(measurements: list[dict]) -> dict:
+    """Baseline and final throughput by concurrency (JSON keys: strings) and the change at the key level."""
+    baseline = next((m for m in measurements if m["stage"] == "baseline" and m["sweep"]), None)
+    final = next((m for m in reversed(measurements) if m["stage"] == "verify" and m["sweep"]), None)
+    numbers: dict[str, t.Any] = {}
+    for name, measurement in (("baseline", baseline), ("final", final)):
+        if measurement:
+            throughput = level_values(measurement["sweep"], "agg_tok_s")
+            numbers[f"{name}_agg_tok_s"] = {str(c): v for c, v in sorted(throughput.items())}
+            numbers[f"{name}_max_running_requests"] = (measurement["facts"] or {}).get("max_running_requests")
+    common = set(numbers.get("baseline_agg_tok_s", {})) & set(numbers.get("final_agg_tok_s", {}))
+    if common:
+        key = max(common, key=int)
+        before, after = numbers["baseline_agg_tok_s"][key], numbers["final_agg_tok_s"][key]
+        numbers["key_concurrency"] = int(key)
+        numbers["key_change_pct"] = round((after - before) / before * 100, 1) if before else None
+    return numbers
+
+
+def host_summary(run_dir: Path, host: str) -> dict:
+    measurements = host_measurements(run_dir, host)
+    decisions = [{"stage": m["stage"], "label": m["label"], **{k: m["decision"][k] for k in ("action", "summary", "reasons")}}
+                 for m in measurements if m["decision"]]
+    return {
+        "stages": {stage: _stage_status(run_dir, stage, host) for stage in STAGES},
+        "decisions": decisions,
+        "adopted": _adopted(run_dir, host),
+        "numbers": _key_numbers(measurements),
+    }
+
+
+def build_summary(run_dir: Path) -> dict:
+    run = read_json(run_dir / "run.json") or {}
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "run_id": run.get("run_id", run_dir.name),
+        "created_at": run.get("created_at"),
+        "hosts": {host: host_summary(run_dir, host) for host in _hosts(run_dir)},
+    }
+
+
+# ---- Markdown ------------------------------------------------------------------------------------
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
+
+
+def _throughput_table(measurements: list[dict], field: str) -> str:
+    columns = [(m["label"], level_values(m["sweep"], field)) for m in measurements if m["sweep"]]
+    levels = sorted({c for _, values in columns for c in values})
+    rows = [[str(c)] + [_number(values.get(c)) for _, values in columns] for c in levels]
+    return _table(["C"] + [label for label, _ in columns], rows)
+
+
+def _outcome_row(host: str, summary: dict) -> list[str]:
+    numbers, adopted = summary["numbers"], summary["adopted"] or {}
+    key = str(numbers.get("key_concurrency"))
+    change = numbers.get("key_change_pct")
+    return [host, key if key != "None" else "-", _number(numbers.get("baseline_agg_tok_s", {}).get(key)),
+            _number(numbers.get("final_agg_tok_s", {}).get(key)), "-" if change is None else f"{change:+.1f}%",
+            f"{numbers.get('baseline_max_running_requests', '-')} -> {numbers.get('final_max_running_requests', '-')}",
+            adopted.get("stage", "-")]
+
+
+def _host_section(run_dir: Path, host: str, summary: dict) -> str:
+    measurements = host_measurements(run_dir, host)
+    stages = ", ".join(f"{stage} {summary['stages'][stage]['status']}" for stage in STAGES)
+    parts = [f"## {host}", f"Stages: {stages}.", "### Decisions"]
+    parts.append("\n".join(f"- **{d['label']}**: {d['summary']}" for d in summary["decisions"]) or "No trials.")
+    parts += ["### Aggregate output throughput (tok/s, median of runs)", _throughput_table(measurements, "agg_tok_s"),
+              "### Per-request output throughput (tok/s, median of runs)",
+              _throughput_table(measurements, "per_req_tok_s"), f"![throughput and latency](plots/{host}.svg)"]
+    side_effects = [(m["label"], line) for m in measurements for line in (m["side_effects"] or {}).get("summary_lines", [])]
+    if side_effects:
+        parts += ["### What the server changed by itself",
+                  "\n".join(f"- {label}: {line}" for label, line in side_effects)]
+    kernel_table = read_json(run_dir / "moe_tune" / host / "kernel_table.json")
+    if kernel_table and kernel_table.get("table"):
+        parts += ["### MoE kernels before and after tuning", kernel_table["table"]]
+    adopted = summary["adopted"]
+    if adopted:
+        parts += [f"### Adopted configuration (from {adopted['stage']})",
+                  "```json\n" + json.dumps(adopted.get("args", {}), indent=2, sort_keys=True) + "\n```"]
+        if adopted.get("moe_configs"):
+            parts.append("Tuned MoE configs: " + ", ".join(f"`{c['file_name']}`" for c in adopted["moe_configs"]))
+    return "\n\n".join(parts)
+
+
+def render_markdown(run_dir: Path, summary: dict) -> str:
+    hosts = summary["hosts"]
+    header = ["Host", "C", "Baseline tok/s", "Final tok/s", "Change", "max_running_requests", "Adopted from"]
+    parts = [f"# SGLang tuning run {summary['run_id']}",
+             f"Outcome per host at the key concurrency C ({KEY_LEVEL_HINT}):",
+             _table(header, [_outcome_row(host, hosts[host]) for host in hosts])]
+    parts += [_host_section(run_dir, host, hosts[host]) for host in hosts]
+    return "\n\n".join(parts) + "\n"
+
+
+def summary_text(summary: dict) -> list[str]:
+    """The few lines printed at the end of the playbook."""
+    lines = []
+    for host, data in summary["hosts"].items():
+        numbers = data["numbers"]
+        if numbers.get("key_change_pct") is not None:
+            key = str(numbers["key_concurrency"])
+            lines.append(f"{host}: C={key} {_number(numbers['baseline_agg_tok_s'][key])} -> "
+                         f"{_number(numbers['final_agg_tok_s'][key])} tok/s ({numbers['key_change_pct']:+.1f}%), "
+                         f"adopted from {(data['adopted'] or {}).get('stage', '-')}")
+        lines += [f"{host}: {d['label']}: {d['summary']}" for d in data["decisions"]]
+    return lines
+
+
+# ---- plots and HTML ------------------------------------------------------------------------------
+
+def render_plot(measurements: list[dict], host: str) -> str:
+    """One SVG with throughput, per-request throughput and TTFT p50/p99 against concurrency."""
+    pyplot.rcParams["svg.hashsalt"] = "llmops-sglang"  # stable element ids: same run dir, same bytes
+    figure, axes = pyplot.subplots(1, 3, figsize=(15, 4.2))
+    panels = (("agg_tok_s", None, "Aggregate output tok/s"), ("per_req_tok_s", None, "Per-request output tok/s"),
+              ("ttft_ms", "p50", "TTFT ms (p50 solid, p99 dashed)"))
+    for axis, (field, percentile, title) in zip(axes, panels):
+        for index, measurement in enumerate(m for m in measurements if m["sweep"]):
+            color = f"C{index % 10}"
+            values = level_values(measurement["sweep"], field, percentile)
+            if values:
+                levels = sorted(values)
+                axis.plot(levels, [values[c] for c in levels], marker="o", color=color, label=measurement["label"])
+            if field == "ttft_ms":
+                tail = level_values(measurement["sweep"], field, "p99")
+                levels = sorted(tail)
+                axis.plot(levels, [tail[c] for c in levels], linestyle="--", color=color)
+        axis.set_xscale("log", base=2)
+        axis.set_xlabel("concurrency")
+        axis.set_title(title)
+        axis.grid(True, alpha=0.3)
+    axes[0].legend(fontsize="small")
+    figure.suptitle(host)
+    figure.tight_layout()
+    buffer = io.StringIO()
+    figure.savefig(buffer, format="svg", metadata={"Date": None})
+    pyplot.close(figure)
+    return buffer.getvalue()
+
+
+HTML_PAGE = """<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>{title}</title>
+<style>body{{font-family:sans-serif;max-width:1200px;margin:2em auto;line-height:1.4}}
+table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #bbb;padding:3px 8px;text-align:right}}
+td:first-child,th:first-child{{text-align:left}}pre{{background:#f5f5f5;padding:1em;overflow:auto}}
+figure svg{{width:100%;height:auto}}</style></head>
+<body>
+{body}
+</body></html>
+"""
+
+
+def render_html(markdown_text: str, plots: dict[str, str], title: str) -> str:
+    """report.md as HTML with each plot's SVG inlined where the Markdown links it (no external file)."""
+    body = markdown.markdown(markdown_text, extensions=["tables", "fenced_code"])
+    for host, svg in plots.items():
+        inline = svg[svg.index("<svg"):]
+        image = f'<img alt="throughput and latency" src="plots/{host}.svg" />'
+        body = body.replace(f"<p>{image}</p>", f"<figure>{inline}</figure>").replace(image, f"<figure>{inline}</figure>")
+    return HTML_PAGE.format(title=title, body=body)
+
+
+def report_files(run_dir: Path) -> dict[str, str]:
+    """Relative path -> content of everything the report consists of."""
+    summary = build_summary(run_dir)
+    markdown_text = render_markdown(run_dir, summary)
+    plots = {host: render_plot(host_measurements(run_dir, host), host) for host in summary["hosts"]}
+    files = {"summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n", "report.md": markdown_text,
+             "report.html": render_html(markdown_text, plots, f"SGLang tuning run {summary['run_id']}")}
+    files.update({f"plots/{host}.svg": svg for host, svg in plots.items()})
+    return files
