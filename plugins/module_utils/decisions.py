@@ -39,7 +39,7 @@ def _throughput_reason(comparison: dict) -> str:
     if verdict == "mixed":
         return (f"mixed: improved at C={_levels_text(comparison['improved'])}, "
                 f"regressed at C={_levels_text(comparison['regressed'])}")
-    low_confidence = " (low confidence: single runs)" if comparison.get("low_confidence") else ""
+    low_confidence = " (low confidence: fewer than 5 runs per side)" if comparison.get("low_confidence") else ""
     return f"within noise{_change_range(comparison)}{low_confidence}"
 
 

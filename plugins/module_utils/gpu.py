@@ -48,6 +48,22 @@ def parse_query_gpu(text: str) -> list[dict]:
     return gpus
 
 
+# Datasheet numbers nvidia-smi does not report, for the MoE roofline and the tuner's smem prefilter
+# (sources: docs/gpu-specs.md). Unknown GPUs get None; inventories can set sglang_gpu_spec instead.
+GPU_SPECS = {
+    "NVIDIA RTX PRO 6000 Blackwell Server Edition": {"mem_bandwidth_gbs": 1792, "smem_per_block": 101376},
+    "NVIDIA RTX PRO 6000 Blackwell Workstation Edition": {"mem_bandwidth_gbs": 1792, "smem_per_block": 101376},
+    "NVIDIA H200": {"mem_bandwidth_gbs": 4800, "smem_per_block": 232448},
+    "NVIDIA H100 80GB HBM3": {"mem_bandwidth_gbs": 3350, "smem_per_block": 232448},
+    "NVIDIA GeForce RTX 4090": {"mem_bandwidth_gbs": 1008, "smem_per_block": 101376},
+}
+
+
+def gpu_spec(name: str | None) -> dict:
+    """Bandwidth (1e9 B/s) and shared memory per block (bytes) of a GPU model, None where unknown."""
+    return dict(GPU_SPECS.get(name or "", {"mem_bandwidth_gbs": None, "smem_per_block": None}))
+
+
 def summarize(gpus: list[dict]) -> dict:
     """Fleet-level view: one model per host is what tuned configs and Ray clusters assume."""
     names = sorted({g["name"] for g in gpus})
@@ -59,4 +75,5 @@ def summarize(gpus: list[dict]) -> dict:
         "sglang_device_name": gpus[0]["sglang_device_name"] if len(names) == 1 else None,
         "compute_capability": gpus[0]["compute_capability"] if len(names) == 1 else None,
         "memory_total_mib": min((g["memory_total_mib"] for g in gpus), default=None),
+        "spec": gpu_spec(names[0] if len(names) == 1 else None),
     }

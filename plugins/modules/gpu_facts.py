@@ -56,10 +56,14 @@ gpus:
       pci_bus_id: "00000000:01:00.0"
       sglang_device_name: NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition
 summary:
-  description: Count, distinct names, whether all GPUs are the same model, and that model's facts.
+  description:
+    - Count, distinct names, whether all GPUs are the same model, and that model's facts.
+    - C(spec) holds datasheet numbers nvidia-smi does not report (C(mem_bandwidth_gbs), C(smem_per_block)); null for
+      GPU models the collection does not know.
   returned: success
   type: dict
-  sample: {count: 4, names: [NVIDIA RTX PRO 6000 Blackwell Server Edition], homogeneous: true}
+  sample: {count: 4, names: [NVIDIA RTX PRO 6000 Blackwell Server Edition], homogeneous: true,
+           spec: {mem_bandwidth_gbs: 1792, smem_per_block: 101376}}
 topology:
   description: Output of C(nvidia-smi topo -m).
   returned: when O(topology=true)

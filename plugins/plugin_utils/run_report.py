@@ -176,7 +176,7 @@ def _host_section(run_dir: Path, host: str, summary: dict) -> str:
         parts += [f"### Adopted configuration (from {adopted['stage']})",
                   "```json\n" + json.dumps(adopted.get("args", {}), indent=2, sort_keys=True) + "\n```"]
         if adopted.get("moe_configs"):
-            parts.append("Tuned MoE configs: " + ", ".join(f"`{c['file_name']}`" for c in adopted["moe_configs"]))
+            parts.append("Tuned MoE configs: " + ", ".join(f"`{name}`" for name in adopted["moe_configs"]))
     return "\n\n".join(parts)
 
 

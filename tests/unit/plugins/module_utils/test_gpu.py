@@ -35,3 +35,9 @@ def test_wrong_field_count_is_a_clear_error():
 
 def test_query_argv_matches_the_parser():
     assert query_gpu_argv()[1] == "--query-gpu=index,name,uuid,memory.total,compute_cap,driver_version,power.limit,pci.bus_id"
+
+
+def test_summary_carries_the_datasheet_spec_of_known_models_only():
+    assert summarize(parse_query_gpu(OUTPUT))["spec"] == {"mem_bandwidth_gbs": 1792, "smem_per_block": 101376}
+    unknown = [{**parse_query_gpu(OUTPUT)[0], "name": "NVIDIA Future GPU"}]
+    assert summarize(unknown)["spec"] == {"mem_bandwidth_gbs": None, "smem_per_block": None}

@@ -20,6 +20,8 @@ Configs whose shared memory `(num_stages - 1) * (BM*BK*a_bytes + BK*BN*b_bytes)`
 Profile section `tuner:` (all keys optional; unknown keys are rejected):
   seconds_per_config     real-GPU seconds to compile and time one config (default 1.4, sglang#29484);
                          the emulator sleeps this times the profile's time_scale
+  time_scale             overrides the profile's time_scale for tuning only (a demo can compress hours of
+                         tuning further than minutes of serving); null = the profile's
   t0_us                  fixed kernel-chain latency in microseconds (default 12)
   bandwidth_efficiency   fraction of mem_bandwidth_gbs the ideal config reaches (default 0.85)
   default_margin         {M: fraction} how much slower SGLang's default config is than the best single config,
@@ -81,6 +83,7 @@ class TunerSettings:
     jitter: float = 0.004
     crash_at_batch_size: int | None = None
     compile_error_configs: int = 0
+    time_scale: float | None = None
 
     @classmethod
     def from_profile(cls, profile: Profile) -> TunerSettings:
@@ -97,6 +100,8 @@ class TunerSettings:
                 if not isinstance(value, dict) or not all(_is_number(m) and _is_number(v) for m, v in value.items()):
                     raise ProfileError(f"{profile.path}: 'tuner.default_margin' must map batch sizes to fractions")
                 values[key] = {int(m): float(v) for m, v in value.items()}
+            elif key == "time_scale" and value is None:
+                continue
             elif key in INTEGER_KEYS:
                 if not (_is_integer(value) or (key == "crash_at_batch_size" and value is None)):
                     raise ProfileError(f"{profile.path}: 'tuner.{key}' must be an integer, got {value!r}")
@@ -114,6 +119,8 @@ class TunerSettings:
             raise ProfileError(f"{source}: 'tuner.jitter' must be in [0, 0.01)")
         if not 0 < self.bandwidth_efficiency <= 1:
             raise ProfileError(f"{source}: 'tuner.bandwidth_efficiency' must be in (0, 1]")
+        if self.time_scale is not None and not self.time_scale > 0:
+            raise ProfileError(f"{source}: 'tuner.time_scale' must be > 0 (or null for the profile's)")
         if self.seconds_per_config < 0 or self.compile_error_configs < 0:
             raise ProfileError(f"{source}: 'tuner.seconds_per_config' and 'tuner.compile_error_configs' must be >= 0")
 
@@ -358,7 +365,8 @@ class KernelModel:
 
     def _spend(self, real_seconds: float) -> None:
         # Sleep in >= 20 ms slices: thousands of sub-millisecond sleeps would cost more CPU than they save.
-        self._sleep_debt += self.profile.scaled(real_seconds)
+        scale = self.profile.time_scale if self.settings.time_scale is None else self.settings.time_scale
+        self._sleep_debt += real_seconds * scale
         if self._sleep_debt >= 0.02:
             time.sleep(self._sleep_debt)
             self._sleep_debt = 0.0
