@@ -11,4 +11,9 @@ fi
 $py -m tests.sandbox down >/dev/null 2>&1 || true  # a fleet left by an interrupted run
 trap '$py -m tests.sandbox down' EXIT
 $py -m tests.sandbox up --hosts 1 --emulator || exit 1
-PATH=$PWD/.venv/bin:$PATH ANSIBLE_CONFIG=$PWD/ansible.cfg ansible-playbook playbooks/tune.yml -i inventory/demo
+PATH=$PWD/.venv/bin:$PATH ANSIBLE_CONFIG=$PWD/ansible.cfg ansible-playbook playbooks/tune.yml -i inventory/demo "$@"
+rc=$?
+if [[ $rc -eq 0 ]]; then
+    echo "report: $PWD/runs/latest/report.html (also report.md, summary.json in $(readlink -f runs/latest))"
+fi
+exit $rc

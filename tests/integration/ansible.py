@@ -26,12 +26,19 @@ class PlaybookResult:
 
     def task_results(self, task_name: str) -> dict[str, dict]:
         """``res`` of every host's ok/failed event for the task named ``task_name``."""
-        results = {}
+        return {host: data["res"] for host, data in self._task_events(task_name).items()}
+
+    def task_durations(self, task_name: str) -> dict[str, float]:
+        """Seconds every host spent in the task named ``task_name`` (without the playbook's own start-up)."""
+        return {host: data["duration"] for host, data in self._task_events(task_name).items()}
+
+    def _task_events(self, task_name: str) -> dict[str, dict]:
+        events = {}
         for event in self.events:
             data = event.get("event_data", {})
             if event["event"] in ("runner_on_ok", "runner_on_failed") and data.get("task") == task_name:
-                results[data["host"]] = data["res"]
-        return results
+                events[data["host"]] = data
+        return events
 
 
 class PlaybookRunner:
@@ -39,7 +46,8 @@ class PlaybookRunner:
         self.inventory = inventory
 
     def run(self, playbook: str | Path, extravars: dict | None = None, *, limit: str | None = None,
-            check: bool = False, diff: bool = False, tags: str | None = None) -> PlaybookResult:
+            check: bool = False, diff: bool = False, tags: str | None = None,
+            inventory: Path | None = None) -> PlaybookResult:
         RUNNER_TMP.mkdir(parents=True, exist_ok=True)
         private_data_dir = tempfile.mkdtemp(prefix="run-", dir=RUNNER_TMP)
         cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
@@ -47,7 +55,7 @@ class PlaybookRunner:
             result = ansible_runner.run(
                 private_data_dir=private_data_dir,
                 playbook=str(playbook),
-                inventory=str(self.inventory),
+                inventory=str(inventory or self.inventory),
                 extravars=extravars or {},
                 limit=limit,
                 tags=tags,

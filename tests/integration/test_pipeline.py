@@ -1,0 +1,122 @@
+"""playbooks/tune.yml end to end on one sandbox host with the emulator's demo profile (the real case):
+decisions in summary.json, the final unit carries the adopted flags only, a rerun of the run changes nothing."""
+from __future__ import annotations
+
+import json
+import time
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.ansible import REPO_ROOT
+
+pytestmark = pytest.mark.sandbox
+HOST = "gpu3"  # a host of its own: the run installs tuned MoE configs that other tests must not see
+TUNE = REPO_ROOT / "playbooks" / "tune.yml"
+UNIT = "/etc/systemd/system/sglang.service"
+FAST = {
+    "tuning_run_bench": {"concurrency_levels": [1, 16, 64], "repeats": 3, "input_len": 1000, "output_len": 300,
+                         "endpoint": "completions", "request_timeout_s": 120},
+    "tuning_run_moe": {"batch_sizes": [1, 8, 64, 512], "search_space": "prefiltered",
+                       "work_dir": "/var/lib/llmops-sglang/moe-tune", "timeout": 900, "force": False},
+}
+
+
+@pytest.fixture(scope="module")
+def host(fleet):
+    return next(h for h in fleet.hosts() if h.name == HOST)
+
+
+@pytest.fixture(scope="module")
+def demo_inventory(tmp_path_factory, fleet, host) -> Path:
+    """The demo inventory's group vars with this host (the demo itself targets gpu1)."""
+    directory = tmp_path_factory.mktemp("inventory")
+    hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": host.address}}}},
+                     "vars": fleet.connection_vars()}}
+    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "demo" / "group_vars")
+    return directory
+
+
+@pytest.fixture(scope="module")
+def pipeline(runner, demo_inventory, tmp_path_factory):
+    runs = tmp_path_factory.mktemp("runs")
+    extravars = {**FAST, "tuning_run_root": str(runs), "run_id": "pipeline-test"}
+    result = runner.run(TUNE, extravars, inventory=demo_inventory)
+    assert result.status == "successful", result.stdout[-6000:]
+    return {"result": result, "run_dir": runs / "pipeline-test", "extravars": extravars}
+
+
+def test_decisions_follow_the_real_case(pipeline):
+    summary = json.loads((pipeline["run_dir"] / "summary.json").read_text())
+    host = summary["hosts"][HOST]
+    assert all(host["stages"][stage]["status"] == "done"
+               for stage in ("preflight", "baseline", "flags", "moe_tune", "verify"))
+    decisions = {d["label"]: d for d in host["decisions"]}
+    assert decisions["flags: fused-moe-sum-all-reduce"]["action"] == "revert"
+    fusion = decisions["flags: flashinfer-allreduce-fusion"]
+    assert fusion["action"] == "revert"
+    assert any(reason.startswith("capacity dropped 46% (max_running_requests 48 -> 26)") for reason in fusion["reasons"])
+    assert "disable_piecewise_cuda_graph set by the server, not requested" in fusion["reasons"]
+    assert decisions["moe_tune"]["action"] == "adopt", decisions["moe_tune"]["summary"]
+    assert host["adopted"]["stage"] == "moe_tune"
+    assert sorted(host["adopted"]["moe_configs"]) == [
+        "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json",
+        "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"]
+    assert host["numbers"]["key_change_pct"] > 0
+    verify_facts = json.loads((pipeline["run_dir"] / "verify" / HOST / "facts.json").read_text())
+    assert verify_facts.get("missing_moe_configs", []) == []
+
+
+def test_final_unit_carries_the_adopted_flags_only(pipeline, fleet, host):
+    unit = fleet.run(host, "cat", UNIT).stdout
+    exec_start = next(line for line in unit.splitlines() if line.startswith("ExecStart="))
+    assert "--tp-size 4" in exec_start and "--speculative-algorithm NEXTN" in exec_start
+    assert "--enable-fused-moe-sum-all-reduce" not in exec_start
+    assert "--enable-flashinfer-allreduce-fusion" not in exec_start
+    assert fleet.run(host, "systemctl", "is-active", "sglang.service", check=False).stdout.strip() == "active"
+
+
+class _ReportParser(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.tags: list[str] = []
+        self.external: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.external += [value for name, value in attrs if name in ("src", "href") and value and not value.startswith("#")]
+
+
+def test_report_is_self_contained_and_embeds_its_plots(pipeline):
+    html = (pipeline["run_dir"] / "report.html").read_text()
+    parser = _ReportParser()
+    parser.feed(html)
+    parser.close()
+    assert parser.tags.count("svg") == 1 and "table" in parser.tags
+    assert parser.external == [], "report.html must not load anything (works offline)"
+    assert "flashinfer-allreduce-fusion" in html and "MoE kernels before and after tuning" in html
+
+
+def test_rerun_of_the_same_run_changes_nothing_and_is_fast(pipeline, runner, demo_inventory, fleet, host):
+    before = fleet.run(host, "systemctl", "show", "-p", "InvocationID", "--value", "sglang.service").stdout
+    started = time.monotonic()
+    again = runner.run(TUNE, pipeline["extravars"], inventory=demo_inventory)
+    elapsed = time.monotonic() - started
+    assert again.status == "successful", again.stdout[-4000:]
+    assert again.changed(HOST) == 0
+    assert fleet.run(host, "systemctl", "show", "-p", "InvocationID", "--value", "sglang.service").stdout == before
+    assert elapsed < 60, f"a finished run must be skipped stage by stage, took {elapsed:.0f}s"
+
+
+def test_a_new_run_finds_nothing_to_tune(pipeline, runner, demo_inventory):
+    extravars = {**pipeline["extravars"], "run_id": "pipeline-second", "stages": "baseline,moe_tune"}
+    second = runner.run(TUNE, extravars, inventory=demo_inventory)
+    assert second.status == "successful", second.stdout[-4000:]
+    run_dir = pipeline["run_dir"].parent / "pipeline-second"
+    assert json.loads((run_dir / "moe_tune" / HOST / "stage.json").read_text())["outcome"] == "nothing to tune"
+    assert json.loads((run_dir / "moe_tune" / HOST / "targets.json").read_text())["tuned"] == []
+    assert not (run_dir / "moe_tune" / HOST / "tune_up.json").exists()
+    assert "no-op: the server reports no missing fused-MoE configs" in second.stdout
