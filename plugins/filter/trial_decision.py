@@ -37,7 +37,7 @@ options:
       allow_low_confidence:
         description:
           - Adopt an improvement seen only through the noise band (fewer than three runs per side, no statistical
-            test). Off by default: a single run cannot separate a gain from noise.
+            test). Off by default, because a single run cannot separate a gain from noise.
         type: bool
         default: false
   failure:
@@ -79,7 +79,7 @@ _value:
       type: list
       elements: str
     summary:
-      description: One line, C(<action>: <reasons joined by "; ">).
+      description: One line, the action, a colon and the reasons joined by semicolons.
       type: str
     policy:
       description: The policy applied (defaults filled in).

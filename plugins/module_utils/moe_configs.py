@@ -316,7 +316,8 @@ def tuner_arguments(
     return arguments
 
 
-def _tuner_options(tuner_args: list[str]) -> dict[str, Any]:
+def tuner_options(tuner_args: list[str]) -> dict[str, Any]:
+    """What the main tuner's selector flags in ``tuner_args`` mean (defaults where absent)."""
     options: dict[str, Any] = {"dtype": "auto", "per_channel_quant": False, "disable_shared_experts_fusion": False}
     tokens = iter(tuner_args)
     for token in tokens:
@@ -341,16 +342,48 @@ def expected_tuner_output_name(
     Follows the tuner's rules, not the server's: ``get_config_dtype_str`` over the ``--dtype``
     flag (``auto`` -> no dtype part unless the checkpoint is FP32), block shape from the checkpoint.
     """
-    options = _tuner_options(tuner_args)
-    shape = model_moe_shape(model_config)
-    fuse_shared = shape["shared_expert_fusable"] and not options["disable_shared_experts_fusion"]
-    n = _shard_intermediate(shape["moe_intermediate_size"], tp_size, ep_size)
-    experts = _local_experts(shape, ep_size, fuse_shared)
+    options = tuner_options(tuner_args)
+    shape, experts, n = _tuner_shape(model_config, tp_size, ep_size, options)
     if options["dtype"] != "auto":
         dtype = options["dtype"]
     else:
         dtype = "float32" if shape["dtype"] == "float32" else None
     return config_file_name(experts, n, device_name, dtype, shape["block_shape"], options["per_channel_quant"])
+
+
+def down_tuner_arguments(tuner_args: list[str]) -> list[str]:
+    """The main tuner's flags translated for ``tune_down_moe.py``.
+
+    ``--dtype`` is always passed because the down tuner defaults to ``fp8_w8a8`` where the main
+    tuner defaults to ``auto``; it has no ``--per-channel-quant`` (and never writes that selector).
+    """
+    options = tuner_options(tuner_args)
+    arguments = ["--dtype", options["dtype"]]
+    if options["disable_shared_experts_fusion"]:
+        arguments.append("--disable-shared-experts-fusion")
+    return arguments
+
+
+def expected_down_tuner_output_name(
+    model_config: dict, tp_size: int, ep_size: int, device_name: str, tuner_args: list[str]
+) -> str:
+    """File name ``tune_down_moe.py`` writes when run with :func:`down_tuner_arguments` of ``tuner_args``.
+
+    Its selector is ``None`` for ``--dtype auto`` (even for an FP32 checkpoint) and it never adds
+    ``per_channel_quant=True``, so a per-channel target cannot be produced by it.
+    """
+    options = tuner_options(tuner_args)
+    shape, experts, n = _tuner_shape(model_config, tp_size, ep_size, options)
+    dtype = None if options["dtype"] == "auto" else options["dtype"]
+    return config_file_name(experts, n, device_name, dtype, shape["block_shape"], down=True)
+
+
+def _tuner_shape(model_config: dict, tp_size: int, ep_size: int, options: dict) -> tuple[dict, int, int]:
+    """(model shape, E, N) as the tuners compute them for these selector options."""
+    shape = model_moe_shape(model_config)
+    fuse_shared = shape["shared_expert_fusable"] and not options["disable_shared_experts_fusion"]
+    n = _shard_intermediate(shape["moe_intermediate_size"], tp_size, ep_size)
+    return shape, _local_experts(shape, ep_size, fuse_shared), n
 
 
 def reconcile_targets(derived: list[dict], reported_missing_paths: list[str]) -> dict[str, Any]:

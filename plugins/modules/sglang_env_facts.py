@@ -69,49 +69,10 @@ model:
 
 import json
 import os
-import re
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import model_moe_shape, triton_dir_for
-
-# Runs inside the SGLang venv; prints one JSON document.
-PROBE = r"""
-import importlib, importlib.metadata as md, json, os, platform
-def version(dist):
-    try:
-        return md.version(dist)
-    except md.PackageNotFoundError:
-        return None
-config_module = None
-for name in ("sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config",
-             "sglang.srt.layers.moe.fused_moe_triton.fused_moe_triton_config"):
-    try:
-        config_module = os.path.dirname(importlib.import_module(name).__file__)
-        break
-    except Exception:
-        pass
-print(json.dumps({"versions": {"python": platform.python_version(), "sglang": version("sglang"),
-                  "triton": version("triton"), "torch": version("torch"), "ray": version("ray")},
-                  "config_module_dir": config_module}))
-"""
-TUNER_SCRIPTS = ("tuning_fused_moe_triton.py", "tune_down_moe.py", "tuning_fused_moe_triton_sep.py", "common_utils.py")
-
-
-def source_version(source_dir: str) -> str | None:
-    """``__version__`` of a checkout's ``python/sglang/version.py``."""
-    try:
-        with open(os.path.join(source_dir, "python", "sglang", "version.py"), encoding="utf-8") as handle:
-            match = re.search(r"""^__version__\s*=\s*["']([^"']+)["']""", handle.read(), re.MULTILINE)
-    except OSError:
-        return None
-    return match.group(1) if match else None
-
-
-def tuner_facts(source_dir: str, installed: str | None) -> dict:
-    tuner_dir = os.path.join(source_dir, "benchmark", "kernels", "fused_moe_triton")
-    version = source_version(source_dir)
-    return {"dir": tuner_dir, "scripts": [s for s in TUNER_SCRIPTS if os.path.isfile(os.path.join(tuner_dir, s))],
-            "source_version": version, "version_matches": version is not None and version == installed}
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
 
 
 def main() -> None:
@@ -122,15 +83,11 @@ def main() -> None:
         supports_check_mode=True,
     )
     params = module.params
-    if not os.path.exists(params["python"]):
-        module.fail_json(msg=f"python: {params['python']} does not exist; set it to the SGLang venv's interpreter")
-    rc, out, err = module.run_command([params["python"], "-c", PROBE])
-    if rc != 0:
-        module.fail_json(msg=f"the SGLang python could not report its environment: {err.strip()[-800:]}")
-    probe = json.loads(out)
+    try:
+        probe = probe_sglang(module.run_command, params["python"])
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
     versions = probe["versions"]
-    if versions["sglang"] is None:
-        module.fail_json(msg=f"sglang is not installed for {params['python']}", versions=versions)
     result = {"changed": False, "versions": versions,
               "moe_config_root": params["moe_config_dir"] or probe["config_module_dir"]}
     if versions["triton"]:

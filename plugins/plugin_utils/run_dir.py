@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
+
+from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 
 
 def serialize(content: object) -> str:
@@ -14,20 +14,6 @@ def serialize(content: object) -> str:
     if isinstance(content, (dict, list)):
         return json.dumps(content, indent=2, sort_keys=True, default=str) + "\n"
     return str(content)
-
-
-def _write_atomically(path: Path, text: str) -> None:
-    # A crashed run must never leave a half-written record that a resumed run would trust.
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.chmod(temporary, 0o644)  # mkstemp makes 0600; reports are meant to be read and shared
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
 
 
 def relative_path(directory: Path, name: str) -> Path:
@@ -44,5 +30,7 @@ def write_files(directory: Path, files: dict[str, str], *, check_mode: bool = Fa
                if not path.is_file() or path.read_text(encoding="utf-8") != text]
     if not check_mode:
         for path in changed:
-            _write_atomically(path, planned[path])
+            # A crashed run must never leave a half-written record that a resumed run would trust.
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(str(path), planned[path].encode("utf-8"))
     return changed

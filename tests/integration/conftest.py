@@ -7,7 +7,7 @@ import pytest
 
 from tests.integration.ansible import PlaybookRunner
 from tests.sandbox.emulator_payload import build_emulator
-from tests.sandbox.fleet import Fleet, FleetConfig, machine_snapshot, unsupported_reason
+from tests.sandbox.fleet import Fleet, FleetConfig, SandboxHost, machine_snapshot, unsupported_reason
 
 SESSION_HOSTS = int(os.environ.get("LLMOPS_SANDBOX_HOSTS", "3"))
 
@@ -35,3 +35,9 @@ def fleet() -> Fleet:
 @pytest.fixture(scope="session")
 def runner(fleet: Fleet) -> PlaybookRunner:
     return PlaybookRunner(inventory=fleet.inventory_file)
+
+
+@pytest.fixture(scope="session")
+def gpu1(fleet: Fleet) -> SandboxHost:
+    """The host the single-host tests deploy to."""
+    return next(h for h in fleet.hosts() if h.name == "gpu1")

@@ -2,33 +2,11 @@
 validation before change, rollback of a failed start, check mode, per-invocation logs."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
+from tests.integration.sglang_server import BASELINE, deploy, host_state
+
 pytestmark = pytest.mark.sandbox
-PLAYBOOK = Path(__file__).parent / "playbooks" / "server_deploy.yml"
-TASK = "Deploy the SGLang server"
-UNIT = "/etc/systemd/system/sglang.service"
-BASELINE = {"tp_size": 4, "speculative_algorithm": "NEXTN", "max_running_requests": None}
-
-
-@pytest.fixture(scope="module")
-def gpu1(fleet):
-    return next(h for h in fleet.hosts() if h.name == "gpu1")
-
-
-def deploy(runner, server_args, **extra):
-    flags = {k: extra.pop(k) for k in ("check", "diff") if k in extra}
-    result = runner.run(PLAYBOOK, {"sglang_server_args": server_args, **extra}, limit="gpu1", **flags)
-    return result, result.task_results(TASK).get("gpu1", {})
-
-
-def host_state(fleet, host):
-    unit = fleet.run(host, "cat", UNIT, check=False).stdout
-    invocation = fleet.run(host, "systemctl", "show", "-p", "InvocationID", "--value", "sglang.service").stdout.strip()
-    active = fleet.run(host, "systemctl", "is-active", "sglang.service", check=False).stdout.strip()
-    return unit, invocation, active
 
 
 def test_deploy_then_idempotent_rerun(fleet, runner, gpu1):

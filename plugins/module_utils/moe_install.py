@@ -1,0 +1,231 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Installing fused-MoE config JSONs where SGLang reads them: validate all, back up, install
+atomically, roll back, restore a backup, list what is installed.
+
+Private to the llmops.sglang collection. Pure stdlib, so it runs on the managed hosts' python3.
+
+Layout (sglang-facts §2.2): ``<root>/configs/triton_X_Y_Z/<name>.json`` where ``<root>`` is the
+package's config module directory or ``SGLANG_MOE_CONFIG_DIR``. A backup directory holds
+``manifest.json`` (every path the install touched, whether it replaced or created it, and the
+directories it created) and ``files/`` (the replaced contents).
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass
+from datetime import datetime, timezone
+
+from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
+    check_up_down_consistency,
+    parse_config_file_name,
+    validate_config,
+)
+
+MANIFEST = "manifest.json"
+NAME_FORMAT = "E=<E>,N=<N>,device_name=<gpu>[,dtype=...][,block_shape=[a, b]][,per_channel_quant=True][_down].json"
+
+
+@dataclass
+class RequestedConfig:
+    label: str  # where it came from, for messages: "configs[0] (/root/x.json)"
+    name: str
+    content: bytes
+
+
+@dataclass
+class Change:
+    path: str
+    content: bytes
+    before: bytes | None  # None: the file does not exist yet
+
+
+def read_requested(configs: list[dict]) -> list[RequestedConfig]:
+    """The ``configs`` option as names and bytes; ``{src}`` files are read from this host."""
+    requested = []
+    for index, item in enumerate(configs):
+        label = f"configs[{index}]"
+        if item.get("src") and item.get("content") is None:
+            try:
+                with open(item["src"], "rb") as handle:
+                    content = handle.read()
+            except OSError as exc:
+                raise ValueError(f"{label}.src: cannot read {item['src']}: {exc.strerror}") from None
+            name = item.get("name") or os.path.basename(item["src"])
+            requested.append(RequestedConfig(f"{label} ({item['src']})", name, content))
+        elif item.get("name") and isinstance(item.get("content"), dict) and not item.get("src"):
+            content = (json.dumps(item["content"], indent=4) + "\n").encode()
+            requested.append(RequestedConfig(f"{label} ({item['name']})", item["name"], content))
+        else:
+            raise ValueError(f"{label}: give either src (a JSON file on the host) or name + content (a mapping)")
+    return requested
+
+
+def validation_errors(requested: list[RequestedConfig]) -> list[str]:
+    """Every reason not to install this set; empty means all files may go in."""
+    errors: list[str] = []
+    parsed: dict[str, dict] = {}
+    seen: set[str] = set()
+    for config in requested:
+        if config.name in seen:
+            errors.append(f"{config.label}: {config.name} is given twice")
+        seen.add(config.name)
+        fields = parse_config_file_name(config.name)
+        if fields is None or os.path.basename(config.name) != config.name:
+            errors.append(f"{config.label}: {config.name!r} is not a fused-MoE config file name ({NAME_FORMAT})")
+            continue
+        try:
+            data = json.loads(config.content)
+        except ValueError as exc:
+            errors.append(f"{config.label}: not valid JSON: {exc}")
+            continue
+        kernel_errors = validate_config(data, kernel="down" if fields["down"] else "up")
+        errors += [f"{config.label}: {error}" for error in kernel_errors]
+        if not kernel_errors:
+            parsed[config.name] = data
+    for name, up in parsed.items():
+        down = parsed.get(name.removesuffix(".json") + "_down.json")
+        if down is not None:
+            errors += [f"{name} and its _down file: {problem}" for problem in check_up_down_consistency(up, down)]
+    return errors
+
+
+def install_changes(install_dir: str, requested: list[RequestedConfig]) -> list[Change]:
+    """One change per requested file whose content differs from what is installed."""
+    changes = []
+    for config in requested:
+        path = os.path.join(install_dir, config.name)
+        before = read_bytes(path)
+        if before != config.content:
+            changes.append(Change(path, config.content, before))
+    return changes
+
+
+def seed_changes(builtin_configs: str, managed_configs: str) -> list[Change]:
+    """The package's built-in ``triton_*`` files for a managed ``SGLANG_MOE_CONFIG_DIR`` used for the
+    first time. With the variable set SGLang no longer searches the package, so without them every
+    shape that has a built-in config would fall back to SGLang's default config."""
+    if os.path.isdir(managed_configs) or not os.path.isdir(builtin_configs):
+        return []
+    changes = []
+    for triton_dir in sorted(os.listdir(builtin_configs)):
+        source_dir = os.path.join(builtin_configs, triton_dir)
+        if not triton_dir.startswith("triton_") or not os.path.isdir(source_dir):
+            continue
+        for name in sorted(os.listdir(source_dir)):
+            source = os.path.join(source_dir, name)
+            if os.path.isfile(source):
+                changes.append(Change(os.path.join(managed_configs, triton_dir, name), read_bytes(source), None))
+    return changes
+
+
+def read_bytes(path: str) -> bytes | None:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read()
+    except FileNotFoundError:
+        return None
+
+
+def _missing_dirs(paths: list[str]) -> list[str]:
+    """Directories that must be created for ``paths``, parents first."""
+    missing: list[str] = []
+    for path in paths:
+        directory = os.path.dirname(path)
+        chain = []
+        while directory and not os.path.isdir(directory) and directory not in missing:
+            chain.append(directory)
+            directory = os.path.dirname(directory)
+        missing += reversed(chain)
+    return missing
+
+
+def _new_backup_dir(backup_root: str) -> str:
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S.%fZ")
+    path = os.path.join(backup_root, stamp)
+    os.makedirs(os.path.join(path, "files"))
+    return path
+
+
+def apply_changes(changes: list[Change], backup_root: str, keep_backup: bool) -> str | None:
+    """Back up, then install every change atomically; on any failure restore everything and raise.
+
+    Returns the backup directory (None when ``keep_backup`` is false and all went well).
+    """
+    backup_dir = _new_backup_dir(backup_root)
+    entries = []
+    for index, change in enumerate(changes):
+        backup = None
+        if change.before is not None:
+            backup = os.path.join("files", str(index))
+            write_atomically(os.path.join(backup_dir, backup), change.before)
+        entries.append({"path": change.path, "backup": backup})
+    manifest = {"entries": entries, "created_dirs": _missing_dirs([change.path for change in changes])}
+    write_atomically(os.path.join(backup_dir, MANIFEST), (json.dumps(manifest, indent=2) + "\n").encode())
+    for change in changes:
+        try:
+            os.makedirs(os.path.dirname(change.path), exist_ok=True)
+            write_atomically(change.path, change.content)
+        except OSError as exc:
+            restore_backup(backup_dir)
+            raise ValueError(
+                f"installing {change.path} failed ({exc}); every file was restored from the backup {backup_dir}"
+            ) from None
+    if keep_backup:
+        return backup_dir
+    shutil.rmtree(backup_dir)
+    return None
+
+
+def restore_backup(backup_dir: str, check_mode: bool = False) -> dict:
+    """Put the files a backup recorded back exactly: replaced files get their old content, created
+    files and directories are removed. Running it twice changes nothing the second time."""
+    try:
+        with open(os.path.join(backup_dir, MANIFEST), encoding="utf-8") as handle:
+            manifest = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"backup_dir: {backup_dir} is not a moe_configs backup ({exc})") from None
+    restored, removed = [], []
+    for entry in reversed(manifest["entries"]):
+        path = entry["path"]
+        if entry["backup"] is None:
+            if os.path.isfile(path):
+                removed.append(path)
+                if not check_mode:
+                    os.remove(path)
+            continue
+        old = read_bytes(os.path.join(backup_dir, entry["backup"]))
+        if read_bytes(path) != old:
+            restored.append(path)
+            if not check_mode:
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                write_atomically(path, old)
+    gone, removed_dirs = set(removed), []
+    for directory in reversed(manifest["created_dirs"]):  # deepest first
+        if os.path.isdir(directory) and all(os.path.join(directory, name) in gone for name in os.listdir(directory)):
+            gone.add(directory)
+            removed_dirs.append(directory)
+            if not check_mode:
+                os.rmdir(directory)
+    return {"restored": restored, "removed": removed + removed_dirs, "changed": bool(restored or removed or removed_dirs)}
+
+
+def list_configs(configs_root: str) -> dict[str, list[dict]]:
+    """Every ``triton_*`` directory under ``configs_root`` with its fused-MoE files parsed."""
+    listing: dict[str, list[dict]] = {}
+    if not os.path.isdir(configs_root):
+        return listing
+    for triton_dir in sorted(os.listdir(configs_root)):
+        directory = os.path.join(configs_root, triton_dir)
+        if not triton_dir.startswith("triton_") or not os.path.isdir(directory):
+            continue
+        listing[triton_dir] = [
+            {"file_name": name, "kernel": "down" if fields["down"] else "up",
+             **{key: fields[key] for key in ("E", "N", "device_name", "dtype", "block_shape", "per_channel_quant")}}
+            for name in sorted(os.listdir(directory))
+            if (fields := parse_config_file_name(name)) is not None
+        ]
+    return listing

@@ -1,0 +1,386 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Running SGLang's fused-MoE tuners as a resumable job: targets, batch sizes, search space,
+chunked tuner invocations, per-target checkpoints, the final output and progress lines.
+
+Private to the llmops.sglang collection. Stdlib only (runs on the managed hosts' python3). Processes
+are started only by :func:`run_tuner` and :func:`ray_cluster_gpus`; files are touched only by the
+``read_*`` functions and :func:`merge_into_checkpoint`.
+
+A checkpoint (``<work_dir>/checkpoints/<file name>.checkpoint``) is a JSON document
+``{"fingerprint", "inputs", "configs"}``: the tuned entries so far, valid only for the same
+inputs (tuner arguments, search space, gate/up config, model config, SGLang version).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
+    DEFAULT_BATCH_SIZES,
+    auto_batch_sizes,
+    compute_bound_search_space,
+    down_tuner_arguments,
+    expected_tuner_output_name,
+    moe_config_targets,
+    prefilter_search_space,
+    reconcile_targets,
+    tuner_arguments,
+    validate_config,
+)
+
+MAIN_TUNER = "tuning_fused_moe_triton.py"
+DOWN_TUNER = "tune_down_moe.py"
+# Operand bytes (activations, weights) staged in shared memory per tuner --dtype; "auto" runs the checkpoint's width.
+_OPERAND_BYTES = {"fp8_w8a8": (1, 1), "int8_w8a8": (1, 1), "int8_w8a16": (2, 1), "int4_w4a16": (2, 0.5)}
+# Seconds between SIGTERM to the tuner's process group and SIGKILL (Ray shuts its local cluster down on SIGTERM).
+TERMINATE_GRACE_S = 10.0
+_ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+# Prints the count alone on stdout (ray.init() logs to stderr).
+RAY_GPU_PROBE = "import ray; ray.init(); print(int(ray.cluster_resources().get('GPU', 0)))"
+
+
+class TuneError(ValueError):
+    """A failed tuner step; ``details`` are returned with the failure (batch sizes done, log tail)."""
+
+    def __init__(self, message: str, **details: Any) -> None:
+        super().__init__(message)
+        self.details = details
+
+
+# ---------------------------------------------------------------------------------------------
+# Targets (the moe_targets filter)
+# ---------------------------------------------------------------------------------------------
+
+
+def moe_targets(
+    model_config: dict,
+    tp_size: int,
+    ep_size: int,
+    device_name: str,
+    triton_version: str,
+    missing: list[str],
+    dtype: str | None = None,
+    disable_shared_experts_fusion: bool = False,
+    per_channel_quant: bool = False,
+) -> dict[str, Any]:
+    """Targets confirmed by both sources, and the tuner arguments that produce the up target's name.
+
+    Raises ValueError when the server reported missing configs the derivation does not explain (or
+    the other way round), or when the tuner would write another name than the server looks up.
+    """
+    derived = moe_config_targets(
+        model_config, tp_size, ep_size, device_name, triton_version, dtype, disable_shared_experts_fusion,
+        per_channel_quant,
+    )
+    report = reconcile_targets(derived, missing)
+    if missing and not report["agree"]:
+        raise ValueError(report["message"])
+    up_name = next(target["file_name"] for target in derived if target["kernel"] == "up")
+    tuner_args = tuner_arguments(derived[0]["dtype"], per_channel_quant, disable_shared_experts_fusion)
+    expected = expected_tuner_output_name(model_config, tp_size, ep_size, device_name, tuner_args)
+    if expected != up_name:
+        raise ValueError(
+            f"with {' '.join(tuner_args)} the tuner would write {expected}, but the server looks up {up_name}; "
+            "tuning would produce a file the server never reads"
+        )
+    if not missing:
+        report["message"] = (
+            "the server reported no missing MoE configs: nothing to tune "
+            f"(derived names: {', '.join(target['file_name'] for target in derived)})"
+        )
+    return {**report, "derived": derived, "tuner_args": tuner_args, "expected_tuner_output": expected}
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch sizes and search space
+# ---------------------------------------------------------------------------------------------
+
+
+def resolve_batch_sizes(
+    batch_sizes: Any,
+    max_running_requests: int | None = None,
+    speculative_num_draft_tokens: int | None = None,
+    chunked_prefill_size: int | None = None,
+) -> dict[str, Any]:
+    """``batch_sizes`` option -> ``{batch_sizes, reason}``: None = SGLang's defaults, "auto", or a list."""
+    if batch_sizes is None:
+        return {"batch_sizes": list(DEFAULT_BATCH_SIZES), "reason": "SGLang's default batch sizes (get_default_batch_sizes)"}
+    if batch_sizes == "auto":
+        if max_running_requests is None:
+            raise ValueError(
+                "max_running_requests: required with batch_sizes=auto; pass the server's effective value "
+                "(server_facts: facts.max_running_requests)"
+            )
+        auto = auto_batch_sizes(max_running_requests, speculative_num_draft_tokens, chunked_prefill_size)
+        return {"batch_sizes": auto["batch_sizes"], "reason": auto["reasoning"]}
+    try:
+        sizes = sorted({int(size) for size in batch_sizes}) if not isinstance(batch_sizes, str) else []
+    except (TypeError, ValueError):
+        sizes = []
+    if not sizes or sizes[0] < 1:
+        raise ValueError(f"batch_sizes: {batch_sizes!r} must be a non-empty list of positive integers or 'auto'")
+    return {"batch_sizes": sizes, "reason": "given explicitly"}
+
+
+def operand_bytes(tuner_dtype: str, checkpoint_dtype: str) -> tuple[float, float]:
+    """(activation, weight) bytes per element the kernel stages through shared memory."""
+    if tuner_dtype in _OPERAND_BYTES:
+        return _OPERAND_BYTES[tuner_dtype]
+    width = 4 if checkpoint_dtype == "float32" else 2
+    return width, width
+
+
+def search_space_plan(
+    mode: str, block_shape: list[int] | None, smem_per_block: int | None, operands: tuple[float, float]
+) -> dict[str, Any]:
+    """``full`` or ``prefiltered`` search space: counts, and the configs to write (None = the tuner's own)."""
+    space = compute_bound_search_space(block_shape)
+    if mode == "full":
+        return {"mode": "full", "total": len(space), "kept": len(space), "dropped": 0, "configs": None}
+    if not smem_per_block:
+        raise ValueError(
+            "smem_per_block: required with search_space=prefiltered; pass the GPU's shared memory per block "
+            "in bytes (101376 on SM120/SM89, 232448 on SM90/SM100)"
+        )
+    kept, dropped = prefilter_search_space(space, smem_per_block, *operands)
+    return {"mode": "prefiltered", "total": len(space), "kept": len(kept), "dropped": dropped, "configs": kept}
+
+
+def read_search_space_file(path: str) -> list[dict]:
+    """A user's ``--search-space-file``: a JSON list of config objects."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            configs = json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"search_space: cannot read {path} as JSON: {exc}") from None
+    if not isinstance(configs, list) or not configs or not all(isinstance(config, dict) for config in configs):
+        raise ValueError(f"search_space: {path} must hold a non-empty JSON list of Triton config objects")
+    return configs
+
+
+def chunks(batch_sizes: list[int], size: int) -> list[list[int]]:
+    if size < 1:
+        raise ValueError(f"chunk_size: {size} must be >= 1")
+    return [batch_sizes[start:start + size] for start in range(0, len(batch_sizes), size)]
+
+
+def visible_gpu_count(environment: dict) -> int | None:
+    """Entries of ``CUDA_VISIBLE_DEVICES`` in the task environment (None when unset)."""
+    value = environment.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return None
+    return len([device for device in str(value).split(",") if device.strip()])
+
+
+def ray_cluster_gpus(python: str, env: dict[str, str], timeout_s: float = 120.0) -> int:
+    """GPUs of the Ray cluster ``RAY_ADDRESS`` in ``env`` points at, asked through the SGLang python's ray."""
+    try:
+        probe = subprocess.run([python, "-c", RAY_GPU_PROBE], env=env, capture_output=True, text=True,
+                               timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        probe = None
+    lines = probe.stdout.split() if probe and probe.returncode == 0 else []
+    if not lines or not lines[-1].isdigit() or int(lines[-1]) < 1:
+        detail = "no answer" if probe is None else (probe.stderr.strip()[-400:] or f"GPUs: {lines[-1:] or 'none'}")
+        raise ValueError(
+            f"environment.RAY_ADDRESS: cannot count the GPUs of the Ray cluster at {env.get('RAY_ADDRESS')} ({detail}); "
+            "check the cluster or set chunk_size"
+        )
+    return int(lines[-1])
+
+
+def tuner_device_name(gpus: list[dict], environment: dict) -> str:
+    """GPU name torch reports for ``cuda:0``: the first ``CUDA_VISIBLE_DEVICES`` entry (index or UUID), else GPU 0."""
+    first = str(environment.get("CUDA_VISIBLE_DEVICES", "")).split(",", maxsplit=1)[0].strip()
+    return next((gpu["name"] for gpu in gpus if first in (str(gpu["index"]), gpu["uuid"])), gpus[0]["name"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Tuner command lines
+# ---------------------------------------------------------------------------------------------
+
+
+def tuner_command(
+    python: str,
+    tuner_dir: str,
+    *,
+    kernel: str,
+    mode: str,
+    model_path: str,
+    tp_size: int,
+    ep_size: int,
+    tuner_args: list[str],
+    batch_sizes: list[int],
+    search_space_file: str | None = None,
+    gate_up_config: str | None = None,
+    out_dir: str | None = None,
+) -> list[str]:
+    """argv of one tuner invocation. Scripts run by absolute path: Python puts their directory on
+    ``sys.path``, so ``from common_utils import ...`` works with any CWD (the main tuner writes into it)."""
+    common = ["--model", model_path, "--tp-size", str(tp_size), "--ep-size", str(ep_size)]
+    sizes = ["--batch-sizes", *map(str, batch_sizes)]
+    if kernel == "down":
+        return [python, os.path.join(tuner_dir, DOWN_TUNER), *common, *down_tuner_arguments(tuner_args),
+                "--gate-up-config", gate_up_config, *sizes, "--out-dir", out_dir]
+    argv = [python, os.path.join(tuner_dir, MAIN_TUNER), *common, *tuner_args, *sizes]
+    if mode == "tune":
+        argv.append("--tune")
+        if search_space_file:
+            argv += ["--search-space-file", search_space_file]
+    return argv
+
+
+# ---------------------------------------------------------------------------------------------
+# Checkpoints and the final output
+# ---------------------------------------------------------------------------------------------
+
+
+def sha256_of(data: bytes | str) -> str:
+    return hashlib.sha256(data.encode() if isinstance(data, str) else data).hexdigest()
+
+
+def fingerprint(inputs: dict) -> str:
+    return sha256_of(json.dumps(inputs, sort_keys=True))
+
+
+def read_checkpoint(path: str, expected_fingerprint: str) -> tuple[dict[str, dict], str | None]:
+    """Entries tuned so far for these inputs, and why an existing checkpoint was not usable (or None)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            document = json.load(handle)
+    except FileNotFoundError:
+        return {}, None
+    except (OSError, ValueError) as exc:
+        return {}, f"{path} is unreadable ({exc}); starting over"
+    if not isinstance(document, dict) or document.get("fingerprint") != expected_fingerprint:
+        return {}, (f"{path} was made with other inputs (tuner arguments, search space, gate/up config, model or "
+                    "SGLang); starting over")
+    return document.get("configs") or {}, None
+
+
+def merge_into_checkpoint(
+    path: str, checkpoint_fingerprint: str, inputs: dict, chunk_configs: Any, kernel: str, batch_sizes: list[int]
+) -> dict[str, dict]:
+    """Add one chunk's tuner output to the checkpoint (atomically) after checking it holds exactly
+    ``batch_sizes`` with valid entries; returns every entry tuned so far."""
+    errors = validate_config(chunk_configs, kernel=kernel)
+    if not errors and sorted(chunk_configs, key=int) != [str(size) for size in batch_sizes]:
+        errors = [f"the tuner wrote batch sizes {sorted(chunk_configs, key=int)} instead of {batch_sizes}"]
+    if errors:
+        raise ValueError(f"the tuner's output for batch sizes {batch_sizes} is invalid: " + "; ".join(errors))
+    configs = read_checkpoint(path, checkpoint_fingerprint)[0]
+    configs.update(chunk_configs)
+    document = {"fingerprint": checkpoint_fingerprint, "inputs": inputs, "configs": configs}
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_atomically(path, (json.dumps(document, indent=2) + "\n").encode())
+    return configs
+
+
+def final_output(configs: dict[str, dict], batch_sizes: list[int], kernel: str) -> bytes:
+    """The output file content, only when every batch size is tuned and the result validates;
+    formatted like the tuner's own ``json.dump(indent=4)`` plus newline."""
+    missing = [size for size in batch_sizes if str(size) not in configs]
+    if missing:
+        raise ValueError(f"batch sizes {missing} are not tuned yet; no output file is written from a partial result")
+    output = {str(size): configs[str(size)] for size in batch_sizes}
+    errors = validate_config(output, kernel=kernel)
+    if errors:
+        raise ValueError("the checkpointed configs are invalid, no output file is written: " + "; ".join(errors))
+    return (json.dumps(output, indent=4) + "\n").encode()
+
+
+# ---------------------------------------------------------------------------------------------
+# Running a tuner
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class TunerRun:
+    rc: int | None  # None when it was killed at the timeout
+    timed_out: bool
+    seconds: float
+    stdout: str
+    stderr: str
+
+
+def run_tuner(argv: list[str], cwd: str, env: dict[str, str], timeout_s: float) -> TunerRun:
+    """Run one tuner invocation in its own process group; output goes to ``cwd``/tuner.{out,err}.
+
+    At the timeout the whole group (driver, Ray's raylet/GCS/workers) gets SIGTERM, then SIGKILL
+    after a grace period; stragglers of a finished run are ended the same way.
+    """
+    paths = (os.path.join(cwd, "tuner.out"), os.path.join(cwd, "tuner.err"))
+    started = time.monotonic()
+    with open(paths[0], "wb") as out, open(paths[1], "wb") as err:
+        process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                   start_new_session=True)
+        try:
+            rc, timed_out = process.wait(timeout=max(timeout_s, 0.0)), False
+        except subprocess.TimeoutExpired:
+            rc, timed_out = None, True
+        finally:
+            _end_process_group(process)
+    seconds = time.monotonic() - started
+    with open(paths[0], encoding="utf-8", errors="replace") as out, open(paths[1], encoding="utf-8", errors="replace") as err:
+        return TunerRun(rc, timed_out, seconds, out.read(), err.read())
+
+
+def _end_process_group(process: subprocess.Popen) -> None:
+    for sig, grace in ((signal.SIGTERM, TERMINATE_GRACE_S), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            break  # nothing of the group is left
+        deadline = time.monotonic() + grace
+        while process.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+    process.wait()
+
+
+def tuner_environment(base: dict[str, str], environment: dict) -> dict[str, str]:
+    """The task's environment over the module's; unbuffered output so logs are complete up to a crash,
+    and Ray's log de-duplication off so every worker line reaches the log."""
+    env = {**base, **{key: str(value) for key, value in environment.items()}}
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    env.setdefault("RAY_DEDUP_LOGS", "0")
+    return env
+
+
+def log_tail(run: TunerRun, lines: int = 25) -> str:
+    """The last lines of stdout then stderr (where tracebacks go), without Ray's colour codes."""
+    tail = (run.stdout.splitlines() + run.stderr.splitlines())[-lines:]
+    return _ANSI_ESCAPE.sub("", "\n".join(tail))
+
+
+# ---------------------------------------------------------------------------------------------
+# Progress
+# ---------------------------------------------------------------------------------------------
+
+
+def progress_entry(chunk: list[int], done: int, total: int, elapsed_s: float, tuned_in_run: int) -> dict[str, Any]:
+    """One progress record; ETA extrapolates this run's seconds per batch size (resumed ones cost nothing)."""
+    remaining = total - done
+    eta = elapsed_s / tuned_in_run * remaining if tuned_in_run else None
+    return {"batch_sizes": chunk, "done": done, "total": total, "elapsed_s": round(elapsed_s, 1),
+            "eta_s": None if eta is None else round(eta, 1)}
+
+
+def progress_line(host: str, kernel: str, file_name: str, entry: dict) -> str:
+    eta = "-" if entry["eta_s"] is None else _clock(entry["eta_s"])
+    return (f"moe_tune [{host}] {kernel} {file_name}: {entry['done']}/{entry['total']} batch sizes "
+            f"(just tuned {entry['batch_sizes']}), elapsed {_clock(entry['elapsed_s'])}, ETA {eta}")
+
+
+def _clock(seconds: float) -> str:
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours:d}:{minutes:02d}:{secs:02d}"

@@ -1,0 +1,269 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: moe_configs
+short_description: List, validate, install and restore SGLang's fused-MoE Triton config files
+version_added: 0.1.0
+description:
+  - Works on the directory SGLang reads fused-MoE configs from, C(configs/triton_X_Y_Z/) next to the installed
+    package's config module, or a managed C(SGLANG_MOE_CONFIG_DIR) given as O(config_dir).
+  - V(present) validates every file first (names SGLang can look up, batch-size keys, kernel fields with sane
+    values, the same BLOCK_SIZE_M in an up file and its C(_down) file) and installs nothing when one fails. Then it
+    backs up what it replaces (and records what it creates) in a timestamped directory on the host, writes each file
+    atomically, and restores everything when a step fails.
+  - A managed O(config_dir) used for the first time is seeded with the package's built-in configs, because with
+    C(SGLANG_MOE_CONFIG_DIR) set SGLang no longer searches the package.
+  - V(list) parses every C(triton_*) directory. V(restored) puts a backup back exactly (files the install created are
+    removed).
+author:
+  - llmops.sglang contributors (@llmops)
+attributes:
+  check_mode:
+    description: Validates, and reports what would be installed, replaced, seeded or restored without writing.
+    support: full
+  diff_mode:
+    description: Shows each installed file before and after.
+    support: full
+  idempotent:
+    description: Files already installed with the same content are left alone and report no change.
+    support: full
+options:
+  python:
+    description: Python interpreter of the SGLang installation; finds the package's config directory and the Triton version.
+    type: path
+    default: /opt/sglang/venv/bin/python
+  config_dir:
+    description:
+      - Managed C(SGLANG_MOE_CONFIG_DIR) (the server must run with it set); files go to C(<config_dir>/configs/<triton_dir>/).
+      - Default the installed package's own C(configs/) directory.
+    type: path
+  state:
+    description: V(present) installs O(configs); V(list) only reads; V(restored) puts O(backup_dir) back.
+    type: str
+    choices: [present, list, restored]
+    default: present
+  configs:
+    description: Config files to install (O(state=present)).
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      src:
+        description: Path of a JSON file on the host (e.g. M(llmops.sglang.moe_tune)'s RV(llmops.sglang.moe_tune#module:output_file)).
+        type: path
+      name:
+        description: File name to install under; required with O(configs[].content), default the basename of O(configs[].src).
+        type: str
+      content:
+        description: The config as a mapping of batch size to kernel config.
+        type: dict
+  triton_dir:
+    description: Target C(triton_X_Y_Z) directory; default the one of the installed Triton.
+    type: str
+  backup:
+    description: Keep the backup directory after a successful install (it is always made, for the rollback).
+    type: bool
+    default: true
+  backup_root:
+    description: Where V(present) creates its timestamped backup directories.
+    type: path
+    default: /var/lib/llmops-sglang/moe-configs-backup
+  backup_dir:
+    description: A backup directory returned by V(present), to restore (O(state=restored)).
+    type: path
+seealso:
+  - module: llmops.sglang.moe_tune
+  - plugin: llmops.sglang.moe_targets
+    plugin_type: filter
+"""
+
+EXAMPLES = r"""
+---
+- name: Install the tuned up and down configs where SGLang reads them
+  llmops.sglang.moe_configs:
+    configs:
+      - src: "{{ tuned_up.output_file }}"
+      - src: "{{ tuned_down.output_file }}"
+  register: installed
+
+- name: Go back to what was there before
+  llmops.sglang.moe_configs:
+    state: restored
+    backup_dir: "{{ installed.backup_dir }}"
+
+- name: What is installed
+  llmops.sglang.moe_configs:
+    state: list
+  register: moe_listing
+"""
+
+RETURN = r"""
+install_dir:
+  description: The C(configs/<triton_dir>) directory installed into.
+  returned: state=present or state=list
+  type: str
+  sample: /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_6_0
+installed:
+  description: Paths of every requested file (in place after the task).
+  returned: state=present
+  type: list
+  elements: str
+replaced:
+  description: Paths whose previous content was replaced (and backed up).
+  returned: state=present
+  type: list
+  elements: str
+created:
+  description: Paths that did not exist before.
+  returned: state=present
+  type: list
+  elements: str
+seeded:
+  description: Built-in package configs copied into a managed O(config_dir) on its first use.
+  returned: state=present
+  type: list
+  elements: str
+backup_dir:
+  description: Backup of this install (restore it with O(state=restored)); null when nothing changed or O(backup=false).
+  returned: state=present or state=restored
+  type: str
+restored:
+  description: Paths given back their previous content.
+  returned: state=restored
+  type: list
+  elements: str
+removed:
+  description: Files and directories the install had created, removed again.
+  returned: state=restored
+  type: list
+  elements: str
+listing:
+  description:
+    - Per C(triton_*) directory, its fused-MoE files parsed (C(file_name), C(kernel) up/down, C(E), C(N),
+      C(device_name), C(dtype), C(block_shape), C(per_channel_quant)).
+  returned: state=present or state=list
+  type: dict
+  sample:
+    triton_3_6_0:
+      - {file_name: "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json", kernel: up, E: 256, N: 256}
+errors:
+  description: Every validation failure (nothing was installed).
+  returned: when validation fails
+  type: list
+  elements: str
+"""
+
+import os
+from typing import NamedTuple
+
+from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import triton_dir_for
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
+    apply_changes, install_changes, list_configs, read_requested, restore_backup, seed_changes, validation_errors)
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang
+
+
+class InvalidConfigs(ValueError):
+    def __init__(self, errors: list[str]) -> None:
+        super().__init__("nothing was installed; fix these configs (or re-run the tuner): " + "; ".join(errors))
+        self.details = {"errors": errors}
+
+
+class ConfigRoots(NamedTuple):
+    root: str  # the configs/ directory SGLang reads
+    builtin: str  # the installed package's own configs/
+    triton_dir: str
+
+
+def config_roots(module: AnsibleModule) -> ConfigRoots:
+    params = module.params
+    probe = probe_sglang(module.run_command, params["python"])
+    if probe["config_module_dir"] is None:
+        raise ValueError(f"python: the SGLang of {params['python']} has no fused_moe_triton_config module; set config_dir")
+    builtin = os.path.join(probe["config_module_dir"], "configs")
+    triton_dir = params["triton_dir"]
+    if not triton_dir:
+        if not probe["versions"]["triton"]:
+            raise ValueError(f"triton_dir: triton is not installed for {params['python']}; set triton_dir")
+        triton_dir = triton_dir_for(probe["versions"]["triton"])
+    root = os.path.join(params["config_dir"], "configs") if params["config_dir"] else builtin
+    return ConfigRoots(root, builtin, triton_dir)
+
+
+def present(module: AnsibleModule) -> dict:
+    params = module.params
+    requested = read_requested(params["configs"])
+    errors = validation_errors(requested)
+    if errors:
+        raise InvalidConfigs(errors)
+    roots = config_roots(module)
+    install_dir = os.path.join(roots.root, roots.triton_dir)
+    changes = install_changes(install_dir, requested)
+    requested_paths = {os.path.join(install_dir, config.name) for config in requested}
+    # A requested file wins over the built-in one of the same name.
+    seeds = [seed for seed in (seed_changes(roots.builtin, roots.root) if params["config_dir"] else [])
+             if seed.path not in requested_paths]
+    all_changes = seeds + changes
+    backup_dir = None
+    if all_changes and not module.check_mode:
+        backup_dir = apply_changes(all_changes, params["backup_root"], params["backup"])
+    return {
+        "changed": bool(all_changes),
+        "install_dir": install_dir,
+        "installed": sorted(requested_paths),
+        "replaced": [c.path for c in changes if c.before is not None],
+        "created": [c.path for c in changes if c.before is None],
+        "seeded": [seed.path for seed in seeds],
+        "backup_dir": backup_dir,
+        "listing": list_configs(roots.root),
+        "diff": [{"before_header": c.path, "after_header": c.path, "before": (c.before or b"").decode(errors="replace"),
+                  "after": c.content.decode(errors="replace")} for c in changes],
+    }
+
+
+def listed(module: AnsibleModule) -> dict:
+    roots = config_roots(module)
+    return {"changed": False, "install_dir": os.path.join(roots.root, roots.triton_dir), "listing": list_configs(roots.root)}
+
+
+def restored(module: AnsibleModule) -> dict:
+    result = restore_backup(module.params["backup_dir"], check_mode=module.check_mode)
+    return {**result, "backup_dir": module.params["backup_dir"]}
+
+
+STATES = {"present": present, "list": listed, "restored": restored}
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            python=dict(type="path", default="/opt/sglang/venv/bin/python"),
+            config_dir=dict(type="path"),
+            state=dict(type="str", choices=list(STATES), default="present"),
+            configs=dict(type="list", elements="dict", default=[],
+                         options=dict(src=dict(type="path"), name=dict(type="str"), content=dict(type="dict")),
+                         mutually_exclusive=[("src", "content")], required_one_of=[("src", "content")],
+                         required_by={"content": "name"}),
+            triton_dir=dict(type="str"),
+            backup=dict(type="bool", default=True),
+            backup_root=dict(type="path", default="/var/lib/llmops-sglang/moe-configs-backup"),
+            backup_dir=dict(type="path"),
+        ),
+        required_if=[("state", "restored", ("backup_dir",))],
+        supports_check_mode=True,
+    )
+    try:
+        result = STATES[module.params["state"]](module)
+    except (ValueError, OSError) as exc:
+        module.fail_json(msg=str(exc), **getattr(exc, "details", {}))
+    if not module._diff:
+        result.pop("diff", None)
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Unit tests for plugins/module_utils/moe_install.py on real directories (tmp_path).
+
+Config samples are the upstream files of tests/fixtures/moe_configs: the H200 up/down pair agrees on
+BLOCK_SIZE_M, the RTX PRO 6000 pair does not (upstream ships it that way).
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
+    RequestedConfig,
+    apply_changes,
+    install_changes,
+    list_configs,
+    read_requested,
+    restore_backup,
+    seed_changes,
+    validation_errors,
+)
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
+H200_UP = "E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
+H200_DOWN = "E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128]_down.json"
+RTX_UP = "E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
+RTX_DOWN = "E=256,N=512,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
+ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}
+
+
+def _fixture(name: str) -> RequestedConfig:
+    return RequestedConfig(name, name, (FIXTURES / name).read_bytes())
+
+
+def _tree(root: Path) -> dict[str, bytes]:
+    """Every file and directory under root (directories map to b"<dir>")."""
+    return {str(p.relative_to(root)): (p.read_bytes() if p.is_file() else b"<dir>") for p in sorted(root.rglob("*"))}
+
+
+# --- reading and validating ---------------------------------------------------------------------
+
+
+def test_read_requested_from_src_and_content(tmp_path):
+    src = tmp_path / "tuned" / RTX_UP
+    src.parent.mkdir()
+    src.write_bytes(b'{"1": {}}')
+    requested = read_requested([{"src": str(src)}, {"name": H200_UP, "content": {"1": ENTRY}}])
+    assert [(r.name, r.content) for r in requested] == [
+        (RTX_UP, b'{"1": {}}'), (H200_UP, (json.dumps({"1": ENTRY}, indent=4) + "\n").encode())]
+    assert requested[0].label == f"configs[0] ({src})"
+    with pytest.raises(ValueError, match=r"^configs\[0\]\.src: cannot read"):
+        read_requested([{"src": str(tmp_path / "absent.json")}])
+    with pytest.raises(ValueError, match=r"^configs\[0\]: give either src"):
+        read_requested([{"content": {"1": ENTRY}}])
+
+
+def test_valid_upstream_pair_passes():
+    assert validation_errors([_fixture(H200_UP), _fixture(H200_DOWN)]) == []
+
+
+def test_every_reason_is_reported():
+    errors = validation_errors([
+        RequestedConfig("a", "tuned.json", b"{}"),
+        RequestedConfig("b", RTX_UP, b'{"1": {"BLOCK_SIZE_M": 16,'),
+        RequestedConfig("c", H200_UP, json.dumps({"1": {**ENTRY, "num_warps": 3}, "x": ENTRY}).encode()),
+        RequestedConfig("d", H200_UP, b"{}"),
+    ])
+    assert errors[0].startswith("a: 'tuned.json' is not a fused-MoE config file name (E=<E>,N=<N>,device_name=")
+    assert errors[1].startswith("b: not valid JSON: ")
+    assert "c: up config, batch size 1: num_warps=3 is not one of (1, 2, 4, 8, 16)" in errors
+    assert "c: up config: key 'x' is not a positive integer batch size" in errors
+    assert f"d: {H200_UP} is given twice" in errors
+    assert "d: up config has no batch-size entries" in errors
+
+
+def test_mismatched_block_size_m_between_up_and_down_is_refused():
+    errors = validation_errors([_fixture(RTX_UP), _fixture(RTX_DOWN)])
+    assert errors and all(e.startswith(f"{RTX_UP} and its _down file: ") for e in errors)
+    assert any("down BLOCK_SIZE_M=" in e for e in errors)
+    assert validation_errors([_fixture(RTX_UP)]) == [] and validation_errors([_fixture(RTX_DOWN)]) == []
+
+
+# --- install, backup, rollback, restore ---------------------------------------------------------
+
+
+def test_install_replaces_creates_and_restore_puts_everything_back(tmp_path):
+    configs = tmp_path / "configs"
+    (configs / "triton_3_6_0").mkdir(parents=True)
+    (configs / "triton_3_6_0" / H200_UP).write_text("old up\n")
+    before = _tree(tmp_path)
+    install_dir = str(configs / "triton_3_6_0")
+    changes = install_changes(install_dir, [_fixture(H200_UP), _fixture(H200_DOWN)])
+    assert [(os.path.basename(c.path), c.before) for c in changes] == [(H200_UP, b"old up\n"), (H200_DOWN, None)]
+    backup_dir = apply_changes(changes, str(tmp_path / "backups"), keep_backup=True)
+    assert (configs / "triton_3_6_0" / H200_DOWN).read_bytes() == (FIXTURES / H200_DOWN).read_bytes()
+    assert install_changes(install_dir, [_fixture(H200_UP), _fixture(H200_DOWN)]) == []  # idempotent
+    would = restore_backup(backup_dir, check_mode=True)
+    assert would["restored"] == [str(configs / "triton_3_6_0" / H200_UP)]
+    assert would["removed"] == [str(configs / "triton_3_6_0" / H200_DOWN)]
+    assert (configs / "triton_3_6_0" / H200_DOWN).exists()  # check mode changed nothing
+    assert restore_backup(backup_dir) == {**would, "changed": True}
+    after = {k: v for k, v in _tree(tmp_path).items() if not k.startswith("backups")}
+    assert after == before
+    assert restore_backup(backup_dir)["changed"] is False
+
+
+def test_restore_removes_directories_the_install_created(tmp_path):
+    target = tmp_path / "moe" / "configs" / "triton_3_6_0" / H200_UP
+    changes = install_changes(str(target.parent), [_fixture(H200_UP)])
+    backup_dir = apply_changes(changes, str(tmp_path / "backups"), keep_backup=True)
+    assert target.exists()
+    result = restore_backup(backup_dir)
+    assert result["removed"] == [str(target), str(tmp_path / "moe" / "configs" / "triton_3_6_0"),
+                                 str(tmp_path / "moe" / "configs"), str(tmp_path / "moe")]
+    assert not (tmp_path / "moe").exists()
+
+
+def test_failed_step_restores_what_was_already_installed(tmp_path):
+    install_dir = tmp_path / "configs" / "triton_3_6_0"
+    install_dir.mkdir(parents=True)
+    (install_dir / H200_UP).write_text("old up\n")
+    changes = install_changes(str(install_dir), [_fixture(H200_UP), _fixture(H200_DOWN)])
+    (install_dir / H200_DOWN).mkdir()  # a directory where the second file must go: its os.replace fails
+    with pytest.raises(ValueError, match=re.escape(f"installing {install_dir / H200_DOWN} failed (") + ".*every file was restored"):
+        apply_changes(changes, str(tmp_path / "backups"), keep_backup=False)
+    assert (install_dir / H200_UP).read_text() == "old up\n"
+    assert sorted(p.name for p in install_dir.iterdir()) == [H200_UP, H200_DOWN]  # no temp files left
+
+
+def test_backup_is_dropped_when_not_kept(tmp_path):
+    changes = install_changes(str(tmp_path / "t"), [_fixture(H200_UP)])
+    assert apply_changes(changes, str(tmp_path / "backups"), keep_backup=False) is None
+    assert list((tmp_path / "backups").iterdir()) == []
+
+
+def test_restore_rejects_a_directory_without_manifest(tmp_path):
+    with pytest.raises(ValueError, match="^backup_dir: .* is not a moe_configs backup"):
+        restore_backup(str(tmp_path))
+
+
+# --- seeding and listing --------------------------------------------------------------------------
+
+
+def test_first_use_of_a_managed_dir_copies_the_built_in_configs(tmp_path):
+    builtin = tmp_path / "pkg" / "configs"
+    (builtin / "triton_3_5_1").mkdir(parents=True)
+    (builtin / "triton_3_5_1" / H200_UP).write_bytes(b"builtin")
+    (builtin / "README.md").write_text("not a triton dir")
+    managed = tmp_path / "moe" / "configs"
+    seeds = seed_changes(str(builtin), str(managed))
+    assert [(c.path, c.content, c.before) for c in seeds] == [(str(managed / "triton_3_5_1" / H200_UP), b"builtin", None)]
+    apply_changes(seeds, str(tmp_path / "backups"), keep_backup=False)
+    assert seed_changes(str(builtin), str(managed)) == []  # only the first use
+
+
+def test_listing_parses_moe_files_per_triton_dir(tmp_path):
+    for directory, name in (("triton_3_5_1", H200_DOWN), ("triton_3_6_0", RTX_UP), ("triton_3_6_0", "silu_and_mul_sm_90.json")):
+        (tmp_path / directory).mkdir(exist_ok=True)
+        (tmp_path / directory / name).write_text("{}")
+    (tmp_path / "legacy.json").write_text("{}")
+    listing = list_configs(str(tmp_path))
+    assert list(listing) == ["triton_3_5_1", "triton_3_6_0"]
+    assert listing["triton_3_5_1"] == [{"file_name": H200_DOWN, "kernel": "down", "E": 257, "N": 256,
+                                        "device_name": "NVIDIA_H200", "dtype": "fp8_w8a8", "block_shape": [128, 128],
+                                        "per_channel_quant": False}]
+    assert [entry["file_name"] for entry in listing["triton_3_6_0"]] == [RTX_UP]
+    assert list_configs(str(tmp_path / "absent")) == {}

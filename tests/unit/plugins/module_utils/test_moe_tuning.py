@@ -1,0 +1,334 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Unit tests for plugins/module_utils/moe_tuning.py and the down-tuner names of moe_configs.py.
+
+Model configs are the fixtures of tests/fixtures/moe_configs/hf_configs (real checkpoints' config.json).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
+    DEFAULT_BATCH_SIZES,
+    down_tuner_arguments,
+    expected_down_tuner_output_name,
+    moe_config_targets,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
+    chunks,
+    final_output,
+    fingerprint,
+    log_tail,
+    merge_into_checkpoint,
+    moe_targets,
+    operand_bytes,
+    progress_entry,
+    progress_line,
+    ray_cluster_gpus,
+    read_checkpoint,
+    read_search_space_file,
+    resolve_batch_sizes,
+    run_tuner,
+    search_space_plan,
+    tuner_command,
+    tuner_device_name,
+    tuner_environment,
+    visible_gpu_count,
+)
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
+RTX_PRO = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+RTX_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
+RTX_DOWN = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
+CONFIG_ROOT = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
+ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}
+
+
+def _hf(name: str) -> dict:
+    return json.loads((FIXTURES / "hf_configs" / f"{name}.json").read_text())
+
+
+def _logged(names: list[str], triton_dir: str = "triton_3_6_0") -> list[str]:
+    return [f"{CONFIG_ROOT}/{triton_dir}/{name}" for name in names]
+
+
+# --- targets (the moe_targets filter) -----------------------------------------------------------
+
+
+def test_targets_agree_with_the_log_of_every_rank():
+    result = moe_targets(_hf("qwen3_5_moe_style_bf16"), 4, 1, RTX_PRO, "3.6.0", _logged([RTX_UP, RTX_DOWN]) * 4)
+    assert result["agree"] is True
+    assert [(t["kernel"], t["file_name"], t["install_dir"]) for t in result["targets"]] == [
+        ("up", RTX_UP, f"{CONFIG_ROOT}/triton_3_6_0"), ("down", RTX_DOWN, f"{CONFIG_ROOT}/triton_3_6_0")]
+    assert result["tuner_args"] == ["--dtype", "auto"]
+    assert result["expected_tuner_output"] == RTX_UP
+    assert [t["file_name"] for t in result["derived"]] == [RTX_UP, RTX_DOWN]
+
+
+def test_targets_disagreement_fails_with_both_lists():
+    # The server ran with --disable-shared-experts-fusion, the derivation assumed fusion (E=257).
+    logged = _logged(["E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"], "triton_3_5_1")
+    with pytest.raises(ValueError) as raised:
+        moe_targets(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.5.1", logged)
+    message = str(raised.value)
+    assert "disagree" in message and logged[0] in message
+    assert "triton_3_5_1/E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json" in message
+
+
+def test_targets_fp8_checkpoint_gets_an_explicit_tuner_dtype():
+    derived = moe_config_targets(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.5.1")
+    result = moe_targets(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.5.1",
+                         _logged([t["file_name"] for t in derived], "triton_3_5_1"))
+    assert result["tuner_args"] == ["--dtype", "fp8_w8a8"]
+    assert result["expected_tuner_output"] == derived[0]["file_name"]
+
+
+def test_targets_tuner_cannot_write_the_looked_up_name():
+    # A float32 selector for a BF16 checkpoint: the tuner's --dtype auto yields no selector at all.
+    with pytest.raises(ValueError) as raised:
+        moe_targets(_hf("qwen3_5_moe_style_bf16"), 4, 1, RTX_PRO, "3.6.0", [], dtype="float32")
+    message = str(raised.value)
+    assert f"would write {RTX_UP}" in message
+    assert "looks up E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,dtype=float32.json" in message
+
+
+def test_targets_nothing_missing_is_a_no_op():
+    result = moe_targets(_hf("qwen3_5_moe_style_bf16"), 4, 1, RTX_PRO, "3.6.0", [])
+    assert result["targets"] == []
+    assert result["message"].startswith("the server reported no missing MoE configs: nothing to tune")
+    assert RTX_UP in result["message"]
+
+
+# --- down tuner names -----------------------------------------------------------------------------
+
+
+def test_down_tuner_arguments_always_pass_dtype_and_drop_per_channel():
+    assert down_tuner_arguments([]) == ["--dtype", "auto"]
+    assert down_tuner_arguments(["--dtype", "fp8_w8a8", "--per-channel-quant", "--disable-shared-experts-fusion"]) == [
+        "--dtype", "fp8_w8a8", "--disable-shared-experts-fusion"]
+
+
+def test_expected_down_name_matches_the_servers_down_target():
+    for model, tp, gpu, args in (("qwen3_5_moe_style_bf16", 4, RTX_PRO, ["--dtype", "auto"]),
+                                 ("deepseek_v3_fp8", 8, "NVIDIA H200", ["--dtype", "fp8_w8a8"])):
+        down = moe_config_targets(_hf(model), tp, 1, gpu, "3.6.0")[1]["file_name"]
+        assert expected_down_tuner_output_name(_hf(model), tp, 1, gpu, args) == down
+
+
+def test_expected_down_name_never_carries_per_channel_quant():
+    target = moe_config_targets(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.6.0", per_channel_quant=True)[1]
+    name = expected_down_tuner_output_name(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", ["--dtype", "fp8_w8a8", "--per-channel-quant"])
+    assert "per_channel_quant" in target["file_name"] and "per_channel_quant" not in name
+
+
+# --- batch sizes, search space, chunks -----------------------------------------------------------
+
+
+def test_batch_sizes_default_auto_and_explicit():
+    assert resolve_batch_sizes(None) == {"batch_sizes": list(DEFAULT_BATCH_SIZES),
+                                         "reason": "SGLang's default batch sizes (get_default_batch_sizes)"}
+    auto = resolve_batch_sizes("auto", 48, 4, 8192)
+    assert auto["batch_sizes"][-1] == 8192 and 192 in auto["batch_sizes"]
+    assert "48 running requests x 4 draft tokens" in auto["reason"]
+    assert resolve_batch_sizes(["64", 1, 8, 8]) == {"batch_sizes": [1, 8, 64], "reason": "given explicitly"}
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("auto", "max_running_requests: required with batch_sizes=auto"),
+    ([], "batch_sizes: [] must be"),
+    ([0, 4], "batch_sizes: [0, 4] must be"),
+    ("some", "batch_sizes: 'some' must be"),
+    (["x"], "batch_sizes: ['x'] must be"),
+])
+def test_batch_sizes_rejects(value, message):
+    with pytest.raises(ValueError, match=f"^{message}".replace("[", r"\[").replace("]", r"\]")):
+        resolve_batch_sizes(value)
+
+
+def test_operand_bytes_per_tuner_dtype():
+    assert operand_bytes("auto", "bfloat16") == (2, 2)
+    assert operand_bytes("auto", "float32") == (4, 4)
+    assert operand_bytes("fp8_w8a8", "bfloat16") == (1, 1)
+    assert operand_bytes("int4_w4a16", "bfloat16") == (2, 0.5)
+
+
+def test_search_space_full_and_prefiltered_for_sm120_bf16():
+    full = search_space_plan("full", None, None, (2, 2))
+    assert full == {"mode": "full", "total": 1920, "kept": 1920, "dropped": 0, "configs": None}
+    pre = search_space_plan("prefiltered", None, 101376, (2, 2))
+    assert pre["total"] == 1920 and pre["kept"] + pre["dropped"] == 1920 and 0 < pre["dropped"] < 1920
+    assert len(pre["configs"]) == pre["kept"]
+    worst = max((c["num_stages"] - 1) * c["BLOCK_SIZE_K"] * (c["BLOCK_SIZE_M"] + c["BLOCK_SIZE_N"]) * 2 for c in pre["configs"])
+    assert worst <= 101376
+    block = search_space_plan("prefiltered", [128, 128], 101376, (1, 1))
+    assert block["total"] == 1280
+
+
+def test_prefiltered_needs_the_smem_limit():
+    with pytest.raises(ValueError, match="^smem_per_block: required with search_space=prefiltered"):
+        search_space_plan("prefiltered", None, None, (2, 2))
+
+
+def test_search_space_file_must_be_a_list_of_configs(tmp_path):
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(json.dumps([ENTRY]))
+    bad.write_text(json.dumps({"configs": [ENTRY]}))
+    assert read_search_space_file(str(good)) == [ENTRY]
+    with pytest.raises(ValueError, match="non-empty JSON list"):
+        read_search_space_file(str(bad))
+    with pytest.raises(ValueError, match="cannot read"):
+        read_search_space_file(str(tmp_path / "absent.json"))
+
+
+def test_chunks_and_gpu_counts():
+    assert chunks([1, 2, 4, 8, 16], 2) == [[1, 2], [4, 8], [16]]
+    with pytest.raises(ValueError, match="chunk_size"):
+        chunks([1], 0)
+    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "0, 1,3"}) == 3
+    assert visible_gpu_count({}) is None
+    gpus = [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA H200"}, {"index": 1, "uuid": "GPU-b", "name": "NVIDIA H20"}]
+    assert tuner_device_name(gpus, {"CUDA_VISIBLE_DEVICES": "1,0"}) == "NVIDIA H20"
+    assert tuner_device_name(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-b"}) == "NVIDIA H20"
+    assert tuner_device_name(gpus, {}) == "NVIDIA H200"
+
+
+# --- command lines ------------------------------------------------------------------------------
+
+
+def test_tuner_commands():
+    common = dict(model_path="/m", tp_size=4, ep_size=1, tuner_args=["--dtype", "auto"], batch_sizes=[1, 64])
+    up = tuner_command("/py", "/src/t", kernel="up", mode="tune", search_space_file="/w/s.json", **common)
+    assert up == ["/py", "/src/t/tuning_fused_moe_triton.py", "--model", "/m", "--tp-size", "4", "--ep-size", "1",
+                  "--dtype", "auto", "--batch-sizes", "1", "64", "--tune", "--search-space-file", "/w/s.json"]
+    bench = tuner_command("/py", "/src/t", kernel="up", mode="benchmark", **common)
+    assert bench[-3:] == ["--batch-sizes", "1", "64"] and "--tune" not in bench
+    down = tuner_command("/py", "/src/t", kernel="down", mode="tune", gate_up_config="/w/up.json", out_dir="/w/r", **common)
+    assert down == ["/py", "/src/t/tune_down_moe.py", "--model", "/m", "--tp-size", "4", "--ep-size", "1",
+                    "--dtype", "auto", "--gate-up-config", "/w/up.json", "--batch-sizes", "1", "64", "--out-dir", "/w/r"]
+
+
+def test_tuner_environment_overrides_and_defaults():
+    env = tuner_environment({"PATH": "/bin", "RAY_DEDUP_LOGS": "1"}, {"CUDA_VISIBLE_DEVICES": 0})
+    assert env == {"PATH": "/bin", "RAY_DEDUP_LOGS": "1", "CUDA_VISIBLE_DEVICES": "0", "PYTHONUNBUFFERED": "1"}
+
+
+# --- checkpoints and output ----------------------------------------------------------------------
+
+
+def test_checkpoint_merges_chunks_and_ignores_other_inputs(tmp_path):
+    path = str(tmp_path / "checkpoints" / f"{RTX_UP}.checkpoint")
+    inputs = {"file_name": RTX_UP, "search_space_sha256": "aa"}
+    print_ = fingerprint(inputs)
+    assert read_checkpoint(path, print_) == ({}, None)
+    merge_into_checkpoint(path, print_, inputs, {"1": ENTRY, "2": ENTRY}, "up", [1, 2])
+    configs = merge_into_checkpoint(path, print_, inputs, {"4": ENTRY}, "up", [4])
+    assert sorted(configs, key=int) == ["1", "2", "4"]
+    assert read_checkpoint(path, print_)[0] == configs
+    other = fingerprint({**inputs, "search_space_sha256": "bb"})
+    configs, reason = read_checkpoint(path, other)
+    assert configs == {} and "made with other inputs" in reason
+    Path(path).write_text("{not json")
+    assert "unreadable" in read_checkpoint(path, print_)[1]
+
+
+@pytest.mark.parametrize(("chunk", "message"), [
+    ({"1": {**ENTRY, "num_warps": 3}}, "num_warps=3"),
+    ({"1": ENTRY, "2": ENTRY}, r"wrote batch sizes \['1', '2'\] instead of \[1\]"),
+    ([], "not a JSON object"),
+])
+def test_invalid_chunk_output_is_not_checkpointed(tmp_path, chunk, message):
+    path = str(tmp_path / "c.checkpoint")
+    with pytest.raises(ValueError, match=message):
+        merge_into_checkpoint(path, "f", {}, chunk, "up", [1])
+    assert not os.path.exists(path)
+
+
+def test_final_output_only_when_complete_and_valid():
+    configs = {"64": ENTRY, "1": ENTRY, "512": ENTRY}
+    text = final_output(configs, [1, 64], "up").decode()
+    assert json.loads(text) == {"1": ENTRY, "64": ENTRY}
+    assert text == json.dumps({"1": ENTRY, "64": ENTRY}, indent=4) + "\n"
+    with pytest.raises(ValueError, match=r"batch sizes \[128\] are not tuned yet"):
+        final_output(configs, [1, 128], "up")
+    with pytest.raises(ValueError, match="checkpointed configs are invalid"):
+        final_output({"1": {**ENTRY, "BLOCK_SIZE_M": 24}}, [1], "up")
+
+
+# --- running a tuner ------------------------------------------------------------------------------
+
+# A "tuner" that starts a grandchild in its process group, reports both pids, then hangs.
+HANGING_TUNER = """
+import subprocess, sys, time
+child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+print(child.pid, flush=True)
+sys.stderr.write("Start tuning over 8 configurations\\n")
+time.sleep(600)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+def test_timeout_ends_the_whole_process_group(tmp_path):
+    started = time.monotonic()
+    run = run_tuner([sys.executable, "-c", HANGING_TUNER], str(tmp_path), dict(os.environ), timeout_s=2)
+    assert run.timed_out and run.rc is None
+    assert 2 <= run.seconds < 15 and time.monotonic() - started < 20
+    grandchild = int(run.stdout.split()[0])
+    deadline = time.monotonic() + 5
+    while _alive(grandchild) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(grandchild)
+    assert "Start tuning over 8 configurations" in log_tail(run)
+
+
+def test_finished_run_reports_rc_and_output(tmp_path):
+    script = ("import sys; print('Tuning took 1.50 seconds'); "
+              "sys.stderr.write('\\x1b[36m(BenchmarkWorker pid=7)\\x1b[0m Fatal Python error\\n'); sys.exit(3)")
+    run = run_tuner([sys.executable, "-c", script], str(tmp_path), dict(os.environ), timeout_s=30)
+    assert (run.rc, run.timed_out) == (3, False)
+    assert run.stdout == "Tuning took 1.50 seconds\n" and run.stderr.endswith("Fatal Python error\n")
+    assert log_tail(run, lines=1) == "(BenchmarkWorker pid=7) Fatal Python error"
+
+
+def _fake_python(tmp_path: Path, body: str) -> str:
+    path = tmp_path / "python"
+    path.write_text(f"#!{sys.executable}\n{body}\n")
+    path.chmod(0o755)
+    return str(path)
+
+
+def test_ray_cluster_gpus_reads_the_last_stdout_line(tmp_path):
+    python = _fake_python(tmp_path, "import sys; sys.stderr.write('Connecting to existing Ray cluster\\n'); print(8)")
+    assert ray_cluster_gpus(python, {"RAY_ADDRESS": "10.0.0.1:6379"}) == 8
+
+
+@pytest.mark.parametrize("body", ["import sys; sys.stderr.write('ConnectionError: GCS unreachable'); sys.exit(1)",
+                                  "print(0)"])
+def test_ray_cluster_without_gpus_or_answer_is_an_error(tmp_path, body):
+    with pytest.raises(ValueError, match=r"^environment\.RAY_ADDRESS: cannot count the GPUs of the Ray cluster at 10\.0\.0\.1:6379"):
+        ray_cluster_gpus(_fake_python(tmp_path, body), {"RAY_ADDRESS": "10.0.0.1:6379"})
+
+
+# --- progress -------------------------------------------------------------------------------------
+
+
+def test_progress_eta_counts_only_batch_sizes_tuned_in_this_run():
+    # 6 of 18 resumed from the checkpoint, 4 tuned now in 100 s: 8 left at 25 s each.
+    entry = progress_entry([16, 24, 32, 48], 10, 18, 100.0, 4)
+    assert entry == {"batch_sizes": [16, 24, 32, 48], "done": 10, "total": 18, "elapsed_s": 100.0, "eta_s": 200.0}
+    line = progress_line("gpu1", "up", RTX_UP, entry)
+    assert line == (f"moe_tune [gpu1] up {RTX_UP}: 10/18 batch sizes (just tuned [16, 24, 32, 48]), "
+                    "elapsed 0:01:40, ETA 0:03:20")
+    assert progress_entry([1], 1, 1, 3.0, 0)["eta_s"] is None

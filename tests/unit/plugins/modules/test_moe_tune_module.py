@@ -1,0 +1,160 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The moe_tune module's steps through its real main(), with stand-ins for the GPU-bound programs: an SGLang
+python that answers the environment probe (and runs anything else with this interpreter), an nvidia-smi,
+and a source checkout whose tuner writes SGLang's output format without Ray. The real tuner on real Ray runs
+in tests/integration/test_moe_modules.py."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from ansible.module_utils.testing import patch_module_args
+
+from ansible_collections.llmops.sglang.plugins.modules import moe_tune
+
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
+UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
+DOWN = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
+ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}
+FAKE_PYTHON = """#!{python}
+import json, os, sys
+if sys.argv[1:2] == ["-c"] and "importlib" in sys.argv[2]:
+    print(json.dumps({{"versions": {{"python": "3.11.2", "sglang": "0.5.11", "triton": "3.6.0", "torch": None,
+                                   "ray": "2.52.1"}}, "config_module_dir": None}}))
+else:
+    os.execv({python!r}, [{python!r}, *sys.argv[1:]])
+"""
+FAKE_NVIDIA_SMI = """#!/bin/sh
+echo "0, NVIDIA RTX PRO 6000 Blackwell Server Edition, GPU-0, 97887, 12.0, 580.95.05, 600.00, 00000000:01:00.0"
+echo "1, NVIDIA RTX PRO 6000 Blackwell Server Edition, GPU-1, 97887, 12.0, 580.95.05, 600.00, 00000000:21:00.0"
+"""
+# Like tuning_fused_moe_triton.py: with --tune it writes the file for --batch-sizes into the CWD (and dies when
+# CRASH_AT is one of them); without, it prints SGLang's benchmark lines.
+FAKE_TUNER = """import json, os, sys
+sizes = [int(a) for a in sys.argv[sys.argv.index("--batch-sizes") + 1:] if a.isdigit()]
+entry = {entry}
+if "--tune" not in sys.argv:
+    for m in sizes:
+        print(f"Batch size: {{m}}, config: {{entry}}")
+        print(f"Kernel time: {{10.0 * m:.2f}} us")
+    sys.exit(0)
+if str(os.environ.get("CRASH_AT")) in map(str, sizes):
+    sys.exit("Fatal Python error: Segmentation fault")
+print("Start tuning over 8 configurations to create {up}...")
+with open("{up}", "w") as f:
+    json.dump({{str(m): entry for m in sizes}}, f, indent=4)
+print("Tuning took 0.25 seconds")
+"""
+
+
+@pytest.fixture
+def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name, text in (("python", FAKE_PYTHON.format(python=sys.executable)), ("nvidia-smi", FAKE_NVIDIA_SMI)):
+        (bin_dir / name).write_text(text)
+        (bin_dir / name).chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    source = tmp_path / "sglang-src"
+    tuner_dir = source / "benchmark" / "kernels" / "fused_moe_triton"
+    tuner_dir.mkdir(parents=True)
+    (tuner_dir / "tuning_fused_moe_triton.py").write_text(FAKE_TUNER.format(entry=ENTRY, up=UP))
+    (tuner_dir / "tune_down_moe.py").write_text("raise SystemExit('not used here')\n")
+    (source / "python" / "sglang").mkdir(parents=True)
+    (source / "python" / "sglang" / "version.py").write_text('__version__ = "0.5.11"\n')
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text((FIXTURES / "hf_configs" / "qwen3_5_moe_style_bf16.json").read_text())
+    return {"tmp": tmp_path, "source": source, "work_dir": tmp_path / "work",
+            "args": {"python": str(bin_dir / "python"), "source_dir": str(source), "model_path": str(model),
+                     "tp_size": 4, "work_dir": str(tmp_path / "work"), "tuner_args": ["--dtype", "auto"],
+                     "batch_sizes": [1, 8, 64], "environment": {"CUDA_VISIBLE_DEVICES": "0,1"}}}
+
+
+def run_step(host: dict, capsys: pytest.CaptureFixture, check: bool = False, **args) -> tuple[int, dict]:
+    args = {**host["args"], "_ansible_check_mode": check, "_ansible_remote_tmp": str(host["tmp"] / "remote_tmp"),
+            "_ansible_keep_remote_files": False, **args}
+    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
+        moe_tune.main()
+    return exit_info.value.code, json.loads(capsys.readouterr().out)
+
+
+def test_plan_in_check_mode_writes_nothing(host, capsys):
+    code, result = run_step(host, capsys, check=True, search_space="prefiltered", smem_per_block=101376)
+    assert code == 0, result
+    plan = result["plan"]
+    assert plan["file_name"] == UP and plan["chunk_size"] == 2 and plan["chunks"] == [[1, 8], [64]]
+    assert plan["search_space"]["mode"] == "prefiltered" and plan["search_space"]["dropped"] > 0
+    assert plan["resumed"] == 0 and plan["output_current"] is False
+    assert not host["work_dir"].exists()
+
+
+def test_chunks_checkpoint_finish_and_resume_after_a_crash(host, capsys, monkeypatch):
+    _, planned = run_step(host, capsys)
+    plan = planned["plan"]
+    code, first = run_step(host, capsys, _step="chunk", _plan=plan, _chunk=[1, 8], _timeout=60)
+    assert code == 0, first
+    assert first["done"] == 2 and first["tuner_seconds"] == 0.25
+    monkeypatch.setenv("CRASH_AT", "64")
+    code, crashed = run_step(host, capsys, _step="chunk", _plan=plan, _chunk=[64], _timeout=60)
+    assert code == 1
+    assert crashed["msg"].startswith("the up tuner exited with rc=1 while tuning batch sizes [64]; batch sizes done: [1, 8]")
+    assert crashed["batch_sizes_done"] == [1, 8] and "Segmentation fault" in crashed["log_tail"]
+    assert Path(crashed["log_dir"], "tuner.err").exists()
+    code, refused = run_step(host, capsys, _step="finish", _plan=plan)
+    assert code == 1 and "batch sizes [64] are not tuned yet" in refused["msg"]
+    assert not (host["work_dir"] / UP).exists()
+
+    monkeypatch.delenv("CRASH_AT")
+    _, replanned = run_step(host, capsys)
+    assert replanned["plan"]["resumed"] == 2 and replanned["plan"]["chunks"] == [[64]]
+    run_step(host, capsys, _step="chunk", _plan=replanned["plan"], _chunk=[64], _timeout=60)
+    code, finished = run_step(host, capsys, _step="finish", _plan=replanned["plan"])
+    assert code == 0 and finished["changed"] is True
+    assert json.loads((host["work_dir"] / UP).read_text()) == {"1": ENTRY, "8": ENTRY, "64": ENTRY}
+    assert run_step(host, capsys, _step="finish", _plan=replanned["plan"])[1]["changed"] is False
+
+
+def test_benchmark_returns_the_kernel_time_per_batch_size(host, capsys):
+    _, planned = run_step(host, capsys, mode="benchmark")
+    assert "chunks" not in planned["plan"]
+    code, measured = run_step(host, capsys, mode="benchmark", _step="benchmark", _plan=planned["plan"], _timeout=60)
+    assert code == 0, measured
+    assert measured["kernel_times"] == {str(m): {"config": ENTRY, "kernel_time_us": 10.0 * m} for m in (1, 8, 64)}
+    assert list((host["work_dir"] / "runs").iterdir()) == []
+
+
+def test_other_inputs_or_force_discard_the_checkpoint(host, capsys):
+    _, planned = run_step(host, capsys)
+    run_step(host, capsys, _step="chunk", _plan=planned["plan"], _chunk=[1, 8], _timeout=60)
+    _, forced = run_step(host, capsys, check=True, force=True)
+    assert forced["plan"]["checkpoint_discarded"] == "force: the checkpoint was discarded"
+    assert forced["plan"]["resumed"] == 0 and Path(forced["plan"]["checkpoint"]).exists()  # check mode keeps it
+    _, other = run_step(host, capsys, search_space="prefiltered", smem_per_block=101376)
+    assert "made with other inputs" in other["plan"]["checkpoint_discarded"] and other["plan"]["resumed"] == 0
+    assert not Path(other["plan"]["checkpoint"]).exists()
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ({"expected_file_name": DOWN}, f"expected_file_name: the up tuner would write {UP}, not {DOWN}"),
+    ({"kernel": "down", "gate_up_config": "/x.json", "search_space": "prefiltered"},
+     "search_space: tune_down_moe.py screens its own candidates"),
+    ({"kernel": "down"}, "gate_up_config: required for kernel=down"),
+    ({"mode": "benchmark", "kernel": "down"}, "kernel: benchmark mode times the whole fused MoE"),
+    ({"search_space": "prefiltered"}, "smem_per_block: required with search_space=prefiltered"),
+    ({"batch_sizes": "auto"}, "max_running_requests: required with batch_sizes=auto"),
+])
+def test_plan_refuses_before_running_anything(host, capsys, args, message):
+    code, result = run_step(host, capsys, **args)
+    assert code == 1 and result["msg"].startswith(message), result["msg"]
+    assert not host["work_dir"].exists()
+
+
+def test_checkout_of_another_version_is_refused_naming_both(host, capsys):
+    (host["source"] / "python" / "sglang" / "version.py").write_text('__version__ = "0.5.10"\n')
+    code, result = run_step(host, capsys)
+    assert code == 1
+    assert result["msg"].startswith(f"source_dir: {host['source']} is SGLang 0.5.10 but the installed sglang is 0.5.11")
