@@ -305,15 +305,14 @@ progress_file:
 
 import contextlib
 import json
-import os
 import sys
-import tempfile
 import traceback
 import typing as t
 from pathlib import Path
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
     DEFAULT_CONCURRENCY_LEVELS,
     ENDPOINT_PATHS,
@@ -381,17 +380,8 @@ def progress_writer(path: str | None) -> t.Iterator[t.Callable[[dict], None] | N
 
 
 def write_json_atomically(path: str, document: dict) -> None:
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(descriptor, "w", encoding="utf-8") as stream:
-            json.dump(document, stream, indent=2)
-            stream.write("\n")
-        os.replace(temporary, target)
-    except BaseException:
-        os.unlink(temporary)
-        raise
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
 
 
 def run(module: AnsibleModule, config: BenchConfig, on_progress: t.Callable[[dict], None] | None) -> dict:

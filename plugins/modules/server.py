@@ -180,9 +180,9 @@ rolled_back:
 
 import os
 import shutil
-import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     parse_help_flags, validate_server_args)
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
@@ -242,13 +242,8 @@ class ServerDeployment:
 
     # ---- state changes --------------------------------------------------------------------
     def write_atomically(self, path: str, content: str, mode: int) -> None:
-        directory = os.path.dirname(path)
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{os.path.basename(path)}.")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        write_atomically(path, content.encode("utf-8"), mode)
 
     def backup(self) -> None:
         for path in (self.unit_path, self.env_path):
