@@ -16,10 +16,10 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec={
+        args = self.validate_argument_spec(argument_spec={
             "dir": {"type": "path", "required": True},
             "files": {"type": "dict", "required": True},
-        })
+        })[1]
         directory = Path(args["dir"])
         try:
             # null content means "no such record" (e.g. no sweep for a candidate that failed to start)

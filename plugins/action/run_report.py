@@ -18,7 +18,7 @@ class ActionModule(ActionBase):
 
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        _, args = self.validate_argument_spec(argument_spec={"run_dir": {"type": "path", "required": True}})
+        args = self.validate_argument_spec(argument_spec={"run_dir": {"type": "path", "required": True}})[1]
         run_dir = Path(args["run_dir"])
         if not run_report.HAS_REPORT_LIBS:
             raise AnsibleActionFail("the report needs matplotlib and markdown on the controller "

@@ -135,15 +135,15 @@ def _number(value: float | None) -> str:
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows])
 
 
 def _throughput_table(measurements: list[dict], field: str) -> str:
-    columns = [(m["label"], level_values(m["sweep"], field)) for m in measurements if m["sweep"]]
-    levels = sorted({c for _, values in columns for c in values})
-    rows = [[str(c)] + [_number(values.get(c)) for _, values in columns] for c in levels]
-    return _table(["C"] + [label for label, _ in columns], rows)
+    columns = {m["label"]: level_values(m["sweep"], field) for m in measurements if m["sweep"]}
+    levels = sorted({c for values in columns.values() for c in values})
+    rows = [[str(c)] + [_number(values.get(c)) for values in columns.values()] for c in levels]
+    return _table(["C", *columns], rows)
 
 
 def _outcome_row(host: str, summary: dict) -> list[str]:
