@@ -32,6 +32,13 @@ class PlaybookResult:
         """Seconds every host spent in the task named ``task_name`` (without the playbook's own start-up)."""
         return {host: data["duration"] for host, data in self._task_events(task_name).items()}
 
+    def artifacts(self) -> dict:
+        """set_stats data of the run, as AWX hands it to downstream workflow nodes."""
+        for event in self.events:
+            if event["event"] == "playbook_on_stats":
+                return event.get("event_data", {}).get("artifact_data") or {}
+        return {}
+
     def _task_events(self, task_name: str) -> dict[str, dict]:
         events = {}
         for event in self.events:

@@ -1,0 +1,69 @@
+"""Every AWX job template run the way AWX runs it - its playbook, the demo inventory, extra vars = the survey's
+defaults plus the set_stats artifacts of the upstream workflow nodes - along the workflow's approved path."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.integration.ansible import REPO_ROOT
+from tests.integration.test_pipeline import FAST
+
+pytestmark = pytest.mark.sandbox
+HOST = "gpu2"
+AWX = REPO_ROOT / "extensions" / "awx"
+
+
+def survey_defaults(survey_file: str) -> dict:
+    spec = json.loads((AWX / survey_file).read_text())["spec"]
+    return {q["variable"]: ([] if q["type"] == "multiselect" else q["default"]) for q in spec}
+
+
+def approved_path() -> list[str]:
+    """Job template names along success links from the first node, approvals passed."""
+    nodes = {n["identifier"]: n for n in yaml.safe_load((AWX / "workflow.yml").read_text())["llmops_awx_workflow"]["nodes"]}
+    path, node = [], nodes["preflight"]
+    while node:
+        if "job_template" in node:
+            path.append(node["job_template"])
+        following = node.get("success_nodes") or node.get("always_nodes") or []
+        node = nodes[following[0]] if following else None
+    return path
+
+
+@pytest.fixture(scope="module")
+def awx_inventory(tmp_path_factory, fleet) -> Path:
+    """The demo inventory for one host; the fast benchmark settings come from host_vars (an inventory source)."""
+    host = next(h for h in fleet.hosts() if h.name == HOST)
+    directory = tmp_path_factory.mktemp("awx-inventory")
+    hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": host.address}}}},
+                     "vars": fleet.connection_vars()}}
+    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "demo" / "group_vars")
+    (directory / "host_vars").mkdir()
+    (directory / "host_vars" / f"{HOST}.yml").write_text(yaml.safe_dump(FAST))
+    return directory
+
+
+def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, tmp_path):
+    templates = {t["name"]: t for t in yaml.safe_load((AWX / "job_templates.yml").read_text())["llmops_awx_job_templates"]}
+    path = approved_path()
+    assert path == [f"llmops-sglang {s}" for s in ("preflight", "baseline", "flags", "moe_tune", "verify", "report")]
+    artifacts: dict = {}
+    for name in path:
+        template = templates[name]
+        # The survey default for tuning_run_root is a path on the AWX job host; here it must stay in the test's tmp.
+        extravars = {**survey_defaults(template["survey"]), **artifacts, "tuning_run_root": str(tmp_path)}
+        result = runner.run(REPO_ROOT / template["playbook"], extravars, inventory=awx_inventory)
+        assert result.status == "successful", f"{name}: {result.stdout[-4000:]}"
+        published = result.artifacts()
+        if template["stage"] != "report":
+            assert published[f"llmops_{template['stage']}"][HOST]["status"] == "done"
+            assert published["llmops_run_id"] == artifacts.get("llmops_run_id", published["llmops_run_id"])
+        artifacts.update(published)
+    run_dir = tmp_path / artifacts["llmops_run_id"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert [d["action"] for d in summary["hosts"][HOST]["decisions"]] == ["revert", "revert", "adopt"]
+    assert (run_dir / "report.html").is_file()

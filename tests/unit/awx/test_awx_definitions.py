@@ -1,0 +1,153 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""extensions/awx: surveys valid by AWX's rules and wired to what the stages consume, the workflow graph,
+awx_configure.yml, and the execution environment definition."""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.sglang.plugins.filter.awx_workflow_nodes import awx_workflow_nodes
+from ansible_collections.llmops.sglang.plugins.plugin_utils.awx_workflow import find_cycle, paths_to, workflow_errors
+
+REPO = Path(__file__).resolve().parents[3]
+AWX = REPO / "extensions" / "awx"
+TEMPLATES = yaml.safe_load((AWX / "job_templates.yml").read_text())
+WORKFLOW = yaml.safe_load((AWX / "workflow.yml").read_text())["llmops_awx_workflow"]
+# awx/main/constants.py SURVEY_TYPE_MAPPING
+SURVEY_TYPES = {"text": str, "textarea": str, "password": str, "multiplechoice": str, "multiselect": str,
+                "integer": int, "float": (int, float)}
+STAGE_SOURCES = [REPO / "roles" / "tuning_run" / "defaults" / "main.yml", *(REPO / "roles" / "tuning_run" / "tasks").glob("*.yml")]
+
+
+def survey_errors(survey: dict) -> list[str]:
+    """The checks of awx/api/views/__init__.py::_validate_spec_data."""
+    errors = [f"top-level {key!r} missing" for key in ("name", "description", "spec") if key not in survey]
+    spec = survey.get("spec")
+    if not isinstance(spec, list) or not spec:
+        return errors + ["spec must be a non-empty list"]
+    variables = [question.get("variable") for question in spec]
+    errors += [f"variable {v!r} repeated" for v in sorted({v for v in variables if variables.count(v) > 1})]
+    for index, question in enumerate(spec):
+        where = f"spec[{index}]"
+        errors += [f"{where}: {key!r} missing" for key in ("type", "question_name", "variable", "required") if key not in question]
+        kind = question.get("type")
+        if kind not in SURVEY_TYPES:
+            errors.append(f"{where}: type {kind!r} invalid")
+            continue
+        if not isinstance(question.get("required"), bool):
+            errors.append(f"{where}: required must be a boolean")
+        for bound in ("min", "max"):
+            if bound in question and not isinstance(question[bound], int):
+                errors.append(f"{where}: {bound} must be an integer")
+        default = question.get("default")
+        if kind in ("multiplechoice", "multiselect"):
+            choices = question.get("choices")
+            choices = choices.split("\n") if isinstance(choices, str) else choices
+            if not choices:
+                errors.append(f"{where}: {kind} needs choices")
+            elif default not in (None, ""):
+                picked = default.split("\n") if isinstance(default, str) else default
+                if kind == "multiplechoice" and len(picked) != 1 or any(p not in choices for p in picked):
+                    errors.append(f"{where}: default {default!r} not among the choices")
+        elif default not in (None, "") and not isinstance(default, SURVEY_TYPES[kind]):
+            errors.append(f"{where}: default {default!r} does not match type {kind}")
+    return errors
+
+
+def stage_text(template: dict) -> str:
+    return "\n".join(path.read_text() for path in [REPO / template["playbook"], *STAGE_SOURCES])
+
+
+@pytest.mark.parametrize("template", TEMPLATES["llmops_awx_job_templates"], ids=lambda t: t["stage"])
+def test_survey_is_valid_by_awx_rules(template):
+    survey = json.loads((AWX / template["survey"]).read_text())
+    assert survey_errors(survey) == []
+
+
+def test_the_validator_catches_what_awx_rejects():
+    bad = {"name": "x", "description": "", "spec": [
+        {"type": "integer", "question_name": "n", "variable": "n", "required": True, "default": "3"},
+        {"type": "multiplechoice", "question_name": "c", "variable": "c", "required": False, "choices": ["a"], "default": "b"},
+        {"type": "dropdown", "question_name": "d", "variable": "n", "required": "yes"}]}
+    errors = survey_errors(bad)
+    assert "spec[0]: default '3' does not match type integer" in errors
+    assert "spec[1]: default 'b' not among the choices" in errors
+    assert "spec[2]: type 'dropdown' invalid" in errors and "variable 'n' repeated" in errors
+
+
+@pytest.mark.parametrize("template", TEMPLATES["llmops_awx_job_templates"], ids=lambda t: t["stage"])
+def test_every_survey_variable_is_consumed_by_the_stage(template):
+    text = stage_text(template)
+    survey = json.loads((AWX / template["survey"]).read_text())
+    for question in survey["spec"]:
+        assert re.search(rf"\b{question['variable']}\b", text), f"{question['variable']} is not used by {template['playbook']}"
+        if question["type"] == "multiselect":
+            assert question["choices"] == [template["stage"]], "force may only name the template's own stage"
+
+
+@pytest.mark.parametrize("template", TEMPLATES["llmops_awx_job_templates"], ids=lambda t: t["stage"])
+def test_every_inventory_input_of_a_stage_is_documented(template):
+    documented = set(re.findall(r"^\| `([a-z_]+)`", (AWX / "README.md").read_text(), re.MULTILINE))
+    documented |= set(re.findall(r"`(tuning_run_[a-z]+)`", (AWX / "README.md").read_text()))
+    # variables read by the playbook: not module names (llmops.sglang.sglang_env_facts), not mapping keys
+    used = set(re.findall(r"(?<![./\w])(sglang_[a-z_]+)\b(?!:)", (REPO / template["playbook"]).read_text()))
+    used = {name for name in used if not name.startswith("sglang_server")}  # the role's own inputs, set by the stage
+    assert used - documented == set(), f"{template['playbook']} needs inventory variables the AWX docs do not list"
+
+
+def test_job_templates_point_at_existing_stage_playbooks():
+    for template in TEMPLATES["llmops_awx_job_templates"]:
+        playbook = yaml.safe_load((REPO / template["playbook"]).read_text())
+        assert isinstance(playbook, list) and all("hosts" in play or "import_playbook" in play for play in playbook)
+    names = {t["name"] for t in TEMPLATES["llmops_awx_job_templates"]}
+    assert {n["job_template"] for n in WORKFLOW["nodes"] if "job_template" in n} <= names
+
+
+def test_workflow_is_acyclic_and_reaches_the_moe_stage_only_through_the_approval():
+    nodes = WORKFLOW["nodes"]
+    assert workflow_errors(nodes) == [] and find_cycle(nodes) == []
+    paths = paths_to(nodes, "moe_tune")
+    assert paths and all("approve_moe_tune" in path for path in paths)
+    approval = next(n for n in nodes if n["identifier"] == "approve_moe_tune")
+    assert approval["approval"]["timeout"] > 0 and approval["failure_nodes"] == ["verify"]
+    assert all(paths_to(nodes, "report")), "every branch must be able to end in the report"
+
+
+def test_filter_rejects_a_cycle_and_converts_approvals():
+    cyclic = [{"identifier": "a", "job_template": "A", "success_nodes": ["b"]},
+              {"identifier": "b", "job_template": "B", "success_nodes": ["a"]}]
+    with pytest.raises(AnsibleFilterError, match="cycle: a -> b -> a"):
+        awx_workflow_nodes(cyclic, organization="Default")
+    converted = {n["identifier"]: n for n in awx_workflow_nodes(WORKFLOW["nodes"], organization="Default")}
+    assert converted["approve_moe_tune"]["unified_job_template"]["type"] == "workflow_approval"
+    assert converted["flags"]["related"]["success_nodes"] == [{"identifier": "approve_moe_tune"}]
+    assert converted["flags"]["unified_job_template"] == {"type": "job_template", "name": "llmops-sglang flags",
+                                                         "organization": {"name": "Default"}}
+
+
+def _ansible(*argv: str) -> subprocess.CompletedProcess:
+    return subprocess.run([str(Path(sys.executable).parent / argv[0]), *argv[1:]], cwd=REPO, capture_output=True, text=True,
+                          env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
+                               "HOME": str(REPO / ".cache")})
+
+
+def test_awx_configure_playbook_parses_with_the_awx_collection():
+    result = _ansible("ansible-playbook", "--syntax-check", "playbooks/awx_configure.yml", "-i", "localhost,")
+    assert result.returncode == 0, result.stderr
+
+
+def test_execution_environment_gives_a_build_context(tmp_path):
+    result = _ansible("ansible-builder", "create", "-f", "execution-environment.yml", "-c", str(tmp_path / "context"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    build = tmp_path / "context" / "_build"
+    assert "matplotlib==3.10.9" in (build / "requirements.txt").read_text()
+    assert "awx.awx" in (build / "requirements.yml").read_text()
+    assert "ansible-core==2.19.14" in (tmp_path / "context" / "Dockerfile").read_text()
