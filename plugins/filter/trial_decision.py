@@ -36,8 +36,9 @@ options:
         type: float
       allow_low_confidence:
         description:
-          - Adopt an improvement seen only through the noise band (fewer than three runs per side, no statistical
-            test). Off by default, because a single run cannot separate a gain from noise.
+          - Adopt an improvement that P(llmops.sglang.compare_sweeps#filter) marks low confidence (fewer than five runs
+            per side). Off by default, because three runs cannot reach significance in a rank test and a single
+            run cannot separate a gain from noise.
         type: bool
         default: false
   failure:

@@ -98,15 +98,14 @@ def decide_trial(comparison: dict, side_effects: dict | None = None, policy: dic
     reasons += [_adjustment_reason(entry) for entry in _new_adjustments(side_effects)]
     limit = applied["max_capacity_loss_pct"]
     over_limit = limit is not None and any(abs(loss["change_pct"]) > limit for loss in losses)
-    untested = [level["concurrency"] for level in comparison.get("levels", [])
-                if level.get("verdict") == "improved" and level.get("significant") is None]
-    unconfident = gained and bool(untested) and not applied["allow_low_confidence"]
+    # compare_sweeps flags levels with fewer than 5 runs per side: 3 runs cannot reach p < 0.05 in a rank test,
+    # and a bootstrap over 3 values is fooled by one slow run.
+    unconfident = gained and comparison.get("low_confidence") and not applied["allow_low_confidence"]
     adopt = gained and comparison["verdict"] == applied["require_verdict"] and not over_limit and not unconfident
     if over_limit:
         reasons.append(f"capacity loss above the policy limit of {limit}%")
     if unconfident:
-        reasons.append(f"no statistical test possible at C={_levels_text(untested)} (fewer than 3 runs per side); "
-                       "measure with repeats >= 3 to adopt")
+        reasons.append("too few runs to adopt (low confidence: fewer than 5 per side); measure with repeats >= 5")
     action = "adopt" if adopt else "revert"
     return {"adopt": adopt, "action": action, "reasons": reasons, "summary": f"{action}: " + "; ".join(reasons),
             "policy": applied}

@@ -17,7 +17,7 @@ HOST = "gpu3"  # a host of its own: the run installs tuned MoE configs that othe
 TUNE = REPO_ROOT / "playbooks" / "tune.yml"
 UNIT = "/etc/systemd/system/sglang.service"
 FAST = {
-    "tuning_run_bench": {"concurrency_levels": [1, 16, 64], "repeats": 3, "input_len": 1000, "output_len": 300,
+    "tuning_run_bench": {"concurrency_levels": [1, 16, 64], "repeats": 5, "input_len": 1000, "output_len": 300,
                          "endpoint": "completions", "request_timeout_s": 120},
     "tuning_run_moe": {"batch_sizes": [1, 8, 64, 512], "search_space": "prefiltered",
                        "work_dir": "/var/lib/llmops-sglang/moe-tune", "timeout": 900, "force": False},

@@ -91,11 +91,11 @@ def test_bad_input_names_the_problem():
         trial_decision({"levels": []})
 
 
-def test_single_run_improvement_is_not_adopted_without_a_test():
+def test_low_confidence_improvement_is_not_adopted():
     comparison = compare_sweeps(single_run_sweep(REAL_BASELINE), single_run_sweep({c: v * 1.15 for c, v in REAL_BASELINE.items()}))
     decision = decide_trial(comparison)
     assert comparison["verdict"] == "improved" and decision["adopt"] is False
-    assert decision["reasons"][-1].startswith("no statistical test possible at C=1,4,16,32,64")
+    assert decision["reasons"][-1] == "too few runs to adopt (low confidence: fewer than 5 per side); measure with repeats >= 5"
     assert decide_trial(comparison, policy={"allow_low_confidence": True})["adopt"] is True
 
 
@@ -108,3 +108,10 @@ def test_adjustments_the_reference_had_too_are_not_the_candidates_doing():
     assert side_effects["auto_adjusted"], "the diff itself lists the NEXTN -> EAGLE adjustment"
     comparison = compare_sweeps(single_run_sweep(REAL_BASELINE), single_run_sweep(REAL_CANDIDATE))
     assert decide_trial(comparison, side_effects)["reasons"] == [decide_trial(comparison)["reasons"][0]]
+
+
+def test_three_runs_with_one_slow_baseline_run_do_not_adopt():
+    baseline = sweep({1: [1200.0, 1195.0, 1050.0]})
+    candidate = sweep({1: [1204.0, 1201.0, 1199.0]})
+    comparison = compare_sweeps(baseline, candidate)
+    assert decide_trial(comparison)["adopt"] is False
