@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test lint unit integration demo sandbox-up sandbox-down
+.PHONY: setup test lint unit integration demo sandbox-up sandbox-down bench-client
 
 setup:
 	@bash scripts/setup.sh
@@ -29,3 +29,6 @@ sandbox-up: setup
 
 sandbox-down: setup
 	@$(PY) -m tests.sandbox down
+
+bench-client: setup  ## our benchmark client vs SGLang's bench_serving on the emulator (installs ~6 GB into .cache)
+	@$(PY) benchmarks/client_throughput.py
