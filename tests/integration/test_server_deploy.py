@@ -10,6 +10,7 @@ pytestmark = pytest.mark.sandbox
 
 
 def test_deploy_then_idempotent_rerun(fleet, runner, gpu1):
+    deploy(runner, BASELINE, sglang_server_state="absent")  # earlier test modules leave the baseline running
     first, res = deploy(runner, BASELINE)
     assert first.status == "successful", first.stdout
     assert res["changed"] and res["restarted"]

@@ -1,0 +1,41 @@
+"""Deploying SGLang on gpu1 with the sglang_server role and looking at the result on the host (integration tests)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.integration.ansible import PlaybookResult, PlaybookRunner
+from tests.sandbox.fleet import Fleet, SandboxHost
+
+PLAYBOOK = Path(__file__).parent / "playbooks" / "server_deploy.yml"
+TASK = "Deploy the SGLang server"
+BASELINE = {"tp_size": 4, "speculative_algorithm": "NEXTN", "max_running_requests": None}
+# Prints the HTTP status of a URL on the host, 0 when nothing answers.
+_STATUS_PROBE = """
+import sys, urllib.error, urllib.request
+try:
+    print(urllib.request.urlopen(sys.argv[1], timeout=5).status)
+except urllib.error.HTTPError as exc:
+    print(exc.code)
+except OSError:
+    print(0)
+"""
+
+
+def deploy(runner: PlaybookRunner, server_args: dict, **extra) -> tuple[PlaybookResult, dict]:
+    """Run the role on gpu1; ``extra`` holds role variables plus ``check``/``diff`` for the command line."""
+    flags = {k: extra.pop(k) for k in ("check", "diff") if k in extra}
+    result = runner.run(PLAYBOOK, {"sglang_server_args": server_args, **extra}, limit="gpu1", **flags)
+    return result, result.task_results(TASK).get("gpu1", {})
+
+
+def host_state(fleet: Fleet, host: SandboxHost, name: str = "sglang") -> tuple[str, str, str]:
+    """(unit file text, current invocation id, active state) of the service ``name``."""
+    unit = fleet.run(host, "cat", f"/etc/systemd/system/{name}.service", check=False).stdout
+    invocation = fleet.run(host, "systemctl", "show", "-p", "InvocationID", "--value", f"{name}.service").stdout.strip()
+    active = fleet.run(host, "systemctl", "is-active", f"{name}.service", check=False).stdout.strip()
+    return unit, invocation, active
+
+
+def http_status(fleet: Fleet, host: SandboxHost, port: int, path: str = "/health") -> int:
+    """HTTP status of a server on the host, asked from the host itself; 0 when nothing answers."""
+    return int(fleet.run(host, "python3", "-c", _STATUS_PROBE, f"http://127.0.0.1:{port}{path}").stdout)
