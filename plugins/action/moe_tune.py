@@ -47,7 +47,7 @@ class ActionModule(ActionBase):
 
     def _tune(self, args: dict, task_vars: dict, plan: dict, started: float, deadline: float) -> dict:
         host = task_vars.get("inventory_hostname", "?")
-        progress, tuner_seconds, tuned = [], [], 0
+        progress, tuner_seconds, placements, tuned = [], [], [], 0
         for chunk in plan["chunks"]:
             if time.monotonic() >= deadline:
                 return self._failed(f"timeout: {plan['timeout']}s spent with batch sizes "
@@ -62,12 +62,14 @@ class ActionModule(ActionBase):
             progress.append(entry)
             if step["tuner_seconds"] is not None:
                 tuner_seconds.append(step["tuner_seconds"])
+            placements += step["placements"]
             display.display(progress_line(host, plan["kernel"], plan["file_name"], entry))
         finished = self._step(args, task_vars, "finish", _plan=plan)
         if finished.get("failed"):
             return {**finished, "progress": progress}
         return {"changed": bool(plan["chunks"]) or finished["changed"], "output_file": finished["output_file"],
                 "progress": progress, "tuner_seconds": round(sum(tuner_seconds), 2) if tuner_seconds else None,
+                "placements": placements,
                 "duration_s": round(time.monotonic() - started, 1)}
 
     def _step(self, args: dict, task_vars: dict, step: str, **internal) -> dict:

@@ -250,6 +250,14 @@ progress:
   type: list
   elements: dict
   sample: [{batch_sizes: [1, 2, 4, 8], done: 4, total: 18, elapsed_s: 412.3, eta_s: 1443.1, tuner_seconds: 398.2}]
+placements:
+  description:
+    - Where each batch size of this run was tuned, C({batch_size, node, host, gpu}), when the tuner prints it (the
+      SGLang emulator's tuner does; upstream's does not, so the list is empty there).
+  returned: mode=tune
+  type: list
+  elements: dict
+  sample: [{batch_size: 64, node: 10.0.0.12, host: gpu2, gpu: 1}]
 duration_s:
   description: Wall time of the task.
   returned: success
@@ -288,7 +296,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import 
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu import parse_query_gpu, query_gpu_argv
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
     expected_down_tuner_output_name, expected_tuner_output_name, model_moe_shape, parse_tuner_benchmark_output,
-    parse_tuner_tune_output, tuner_options, validate_config)
+    parse_tuner_tune_output, parse_worker_placements, tuner_options, validate_config)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_bytes
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail, merge_into_checkpoint,
@@ -451,7 +459,7 @@ def chunk_step(module: AnsibleModule) -> dict:
     shutil.rmtree(run_dir)
     return {"changed": True, "done": len([size for size in plan["batch_sizes"] if str(size) in configs]),
             "tuner_seconds": parse_tuner_tune_output(run.stdout)["seconds"] if plan["kernel"] == "up" else None,
-            "seconds": round(run.seconds, 1)}
+            "seconds": round(run.seconds, 1), "placements": parse_worker_placements(run.stdout)}
 
 
 def chunk_failure(plan: dict, chunk: list, run, run_dir: str) -> TuneError:

@@ -50,7 +50,7 @@ def awx_inventory(tmp_path_factory, fleet) -> Path:
 def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, tmp_path):
     templates = {t["name"]: t for t in yaml.safe_load((AWX / "job_templates.yml").read_text())["llmops_awx_job_templates"]}
     path = approved_path()
-    assert path == [f"llmops-sglang {s}" for s in ("preflight", "baseline", "flags", "moe_tune", "verify", "report")]
+    assert path == [f"llmops-sglang {s}" for s in ("preflight", "baseline", "flags", "moe_tune", "verify", "rollout", "report")]
     artifacts: dict = {}
     for name in path:
         template = templates[name]
@@ -59,7 +59,7 @@ def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, t
         result = runner.run(REPO_ROOT / template["playbook"], extravars, inventory=awx_inventory)
         assert result.status == "successful", f"{name}: {result.stdout[-4000:]}"
         published = result.artifacts()
-        if template["stage"] != "report":
+        if template["stage"] not in ("report", "rollout"):
             assert published[f"llmops_{template['stage']}"][HOST]["status"] == "done"
             assert published["llmops_run_id"] == artifacts.get("llmops_run_id", published["llmops_run_id"])
         artifacts.update(published)
