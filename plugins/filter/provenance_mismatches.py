@@ -4,12 +4,12 @@ from __future__ import annotations
 
 DOCUMENTATION = r"""
 name: provenance_mismatches
-author: llmops.sglang contributors
+author: llmops.sglang contributors (@llmops)
 version_added: 0.1.0
 short_description: Why tuned MoE configs do not fit a host (GPU, Triton, SGLang, model shape)
 description:
   - Compares the provenance recorded with tuned configs (C(moe_tune/<host>/provenance.json) of a run) with what a
-    host has: the GPU model, the Triton and SGLang versions and the model's MoE shape.
+    host has, namely the GPU model, the Triton and SGLang versions and the model's MoE shape.
   - Returns one sentence per mismatch; an empty list means the configs fit the host.
 options:
   _input:
