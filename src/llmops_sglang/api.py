@@ -1,0 +1,192 @@
+"""Run the tuning pipeline (or one stage, or any playbook) from Python through ansible-runner.
+
+    result = run("tune", "inventory/prod/", on_event=print)
+    result.summary.hosts["gpu1"].decisions
+
+Each call uses a fresh ansible-runner private data directory (removed afterwards), this checkout's
+ansible.cfg and the Python environment's own ansible (its bin directory first on PATH).
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import signal
+import sys
+import tempfile
+import threading
+import time
+import typing as t
+from pathlib import Path
+
+import ansible_runner
+
+from llmops_sglang.collection import STAGES, ansible_config, stage_playbook
+from llmops_sglang.events import artifacts_of, failures_of, host_stats, progress_events, run_dir_of
+from llmops_sglang.models import ProgressEvent, RunResult
+from llmops_sglang.runs import is_run_dir, read_summary
+
+TUNE_PLAYBOOK = "llmops.sglang.tune"  # ansible-runner hands the FQCN to ansible-playbook, which resolves it
+# How often ansible-runner asks whether to stop (cancel flag, timeout) while the playbook prints nothing.
+POLL_SECONDS = 0.5
+
+OnEvent = t.Callable[[ProgressEvent], None]
+StageList = t.Union[str, t.Sequence[str], None]
+
+
+def playbook_for(playbook_or_stage: str | os.PathLike) -> str:
+    """``tune`` -> the tune playbook by FQCN, a stage name -> playbooks/<stage>.yml, else a path or an FQCN."""
+    name = str(playbook_or_stage)
+    if name == "tune":
+        return TUNE_PLAYBOOK
+    if name in STAGES:
+        return str(stage_playbook(name))
+    return caller_path(name)
+
+
+def caller_path(name: str) -> str:
+    """An existing file or directory as an absolute path (ansible-runner runs in its private data directory);
+    anything else (an FQCN, an inline host list) as given."""
+    return str(Path(name).resolve()) if Path(name).exists() else name
+
+
+def pipeline_vars(extravars: t.Mapping[str, t.Any] | None, run_id: str | None, stages: StageList,
+                  force: StageList | bool, runs_dir: str | os.PathLike | None) -> dict[str, t.Any]:
+    """Extra vars with the pipeline's own options (docs/run-directory.md) added where given."""
+    variables = dict(extravars or {})
+    options = {"run_id": run_id, "stages": _comma_list(stages),
+               "force": force if isinstance(force, bool) else _comma_list(force),
+               "tuning_run_root": None if runs_dir is None else str(Path(runs_dir).resolve())}
+    variables.update({name: value for name, value in options.items() if value is not None})
+    return variables
+
+
+def _comma_list(value: StageList) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    return ",".join(value)
+
+
+def runner_env() -> dict[str, str]:
+    """The ansible of this Python environment first on PATH, and the checkout's ansible.cfg when present."""
+    env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])}
+    config = ansible_config()
+    if config is not None:
+        env["ANSIBLE_CONFIG"] = str(config)
+    return env
+
+
+class _EventRelay:
+    """ansible-runner's event handler: keeps the events, hands progress events to ``on_event``.
+
+    An exception in ``on_event`` cancels the run (the playbook is stopped) and is raised by ``run``
+    afterwards, instead of escaping into ansible-runner's output processing."""
+
+    def __init__(self, on_event: OnEvent | None, cancel: threading.Event) -> None:
+        self.on_event = on_event
+        self.cancel = cancel
+        self.events: list[dict] = []
+        self.error: BaseException | None = None
+
+    def __call__(self, event: dict) -> bool:
+        self.events.append(event)
+        if self.on_event is not None and self.error is None:
+            try:
+                for progress in progress_events(event):
+                    self.on_event(progress)
+            except Exception as exc:  # pylint: disable=broad-exception-caught  # re-raised by run()
+                self.error = exc
+                self.cancel.set()
+        return True
+
+
+def playbook_processes(private_data_dir: str) -> list[int]:
+    """ansible-playbook and its forked workers of one call (their command line names its private data dir)."""
+    marker = private_data_dir.encode()
+    pids = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker in cmdline.read_bytes():
+                pids.append(int(cmdline.parent.name))
+        except OSError:  # the process ended meanwhile
+            continue
+    return pids
+
+
+class _Stopper:
+    """ansible-runner's cancel_callback: stop on the cancel event or at the deadline.
+
+    ansible-runner kills only the process group of ansible-playbook; ansible-core's workers run in sessions of
+    their own and would finish their current task unattended (and their SSH connections with them). So the
+    whole playbook is sent SIGTERM first, as ansible-playbook itself forwards it to its workers."""
+
+    def __init__(self, cancel: threading.Event, timeout: float | None, private_data_dir: str) -> None:
+        self.cancel = cancel
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        self.private_data_dir = private_data_dir
+        self.timed_out = False
+
+    def __call__(self) -> bool:
+        self.timed_out = self.timed_out or (self.deadline is not None and time.monotonic() > self.deadline)
+        if not (self.timed_out or self.cancel.is_set()):
+            return False
+        for pid in playbook_processes(self.private_data_dir):
+            try:
+                os.killpg(pid, signal.SIGTERM)  # workers lead their own process group (setsid)
+            except (ProcessLookupError, PermissionError):
+                continue
+        return True
+
+
+def run(playbook_or_stage: str | os.PathLike, inventory: str | os.PathLike,
+        extravars: t.Mapping[str, t.Any] | None = None, run_id: str | None = None,
+        on_event: OnEvent | None = None, *, stages: StageList = None, force: StageList | bool = None,
+        runs_dir: str | os.PathLike | None = None, limit: str | None = None, timeout: float | None = None,
+        cancel: threading.Event | None = None) -> RunResult:
+    """Run ``tune`` (the whole pipeline), a stage (``baseline``, ``flags``, ...) or a playbook path/FQCN.
+
+    ``run_id`` resumes a run, ``stages``/``force`` select stages (list or comma-separated), ``runs_dir`` is the
+    pipeline's ``tuning_run_root``. ``on_event`` gets ProgressEvents while the playbook runs. Setting ``cancel``
+    or exceeding ``timeout`` seconds stops the playbook: status ``canceled`` or ``timeout``. A task that was
+    running on a host when the playbook stopped may still complete there (modules run on the host).
+    """
+    cancel = cancel or threading.Event()
+    relay = _EventRelay(on_event, cancel)
+    playbook = playbook_for(playbook_or_stage)
+    with tempfile.TemporaryDirectory(prefix="llmops-sglang-runner-") as private_data_dir:
+        stopper = _Stopper(cancel, timeout, private_data_dir)
+        runner = ansible_runner.run(
+            private_data_dir=private_data_dir, playbook=playbook, inventory=caller_path(str(inventory)),
+            extravars=pipeline_vars(extravars, run_id, stages, force, runs_dir), limit=limit,
+            envvars=runner_env(), quiet=True, event_handler=relay, cancel_callback=stopper,
+            settings={"pexpect_timeout": POLL_SECONDS})
+    if relay.error is not None:
+        raise relay.error
+    return _result("timeout" if stopper.timed_out else runner.status, runner.rc, playbook, relay.events, run_id)
+
+
+def _result(status: str, rc: int, playbook: str, events: list[dict], run_id: str | None) -> RunResult:
+    run_dir = run_dir_of(events)
+    stats = next((e.get("event_data") for e in events if e.get("event") == "playbook_on_stats"), None)
+    return RunResult(status=status, rc=rc, playbook=playbook, hosts=host_stats(stats), artifacts=artifacts_of(events),
+                     run_id=run_dir.name if run_dir else run_id, run_dir=run_dir,
+                     summary=read_summary(run_dir) if run_dir and is_run_dir(run_dir) else None,
+                     failures=failures_of(events))
+
+
+async def run_async(playbook_or_stage: str | os.PathLike, inventory: str | os.PathLike,
+                    extravars: t.Mapping[str, t.Any] | None = None, run_id: str | None = None,
+                    on_event: OnEvent | None = None, **options: t.Any) -> RunResult:
+    """``run`` in a worker thread. ``on_event`` is called on the event loop. Cancelling the awaiting task stops
+    the playbook (ansible-runner's cancel), waits until it has stopped, then raises CancelledError."""
+    loop = asyncio.get_running_loop()
+    cancel = options.pop("cancel", None) or threading.Event()
+    deliver = None if on_event is None else functools.partial(loop.call_soon_threadsafe, on_event)
+    worker = loop.run_in_executor(None, functools.partial(run, playbook_or_stage, inventory, extravars, run_id,
+                                                          deliver, cancel=cancel, **options))
+    try:
+        return await asyncio.shield(worker)
+    except asyncio.CancelledError:
+        cancel.set()
+        await worker
+        raise

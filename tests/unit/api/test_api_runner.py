@@ -1,0 +1,144 @@
+"""run()/run_async() with a real ansible-runner on a local play: result, events, cancellation, timeout."""
+from __future__ import annotations
+
+import asyncio
+import shutil
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from llmops_sglang import api
+from llmops_sglang.collection import CHECKOUT
+from llmops_sglang.models import ProgressEvent
+
+PLAYBOOKS = Path(__file__).parent / "playbooks"
+PLAYBOOK = PLAYBOOKS / "local.yml"
+INVENTORY = PLAYBOOKS / "inventory.ini"
+STOPPED_WITHIN_S = 10  # the play sleeps far longer; ansible-runner looks at the flag every POLL_SECONDS
+
+
+def local_vars(tmp_path: Path, sleep_s: float = 0, fail: bool = False) -> dict:
+    return {"api_test_run_dir": str(tmp_path / "run-local"), "api_test_sleep_s": sleep_s, "api_test_fail": fail}
+
+
+def test_tune_is_run_by_fqcn_and_stages_by_their_playbook():
+    assert api.playbook_for("tune") == "llmops.sglang.tune"
+    assert api.playbook_for("flags") == str(CHECKOUT / "playbooks" / "flags.yml")
+    assert api.playbook_for("site.yml") == "site.yml"
+
+
+def test_pipeline_options_become_the_pipeline_variables(tmp_path):
+    variables = api.pipeline_vars({"run_id": "from-e", "x": 1}, "r1", ["baseline", "flags"], True, tmp_path / "runs")
+    assert variables == {"run_id": "r1", "x": 1, "stages": "baseline,flags", "force": True,
+                         "tuning_run_root": str(tmp_path / "runs")}
+    assert api.pipeline_vars(None, None, None, "moe_tune", None) == {"force": "moe_tune"}
+
+
+def test_runner_uses_this_environment_ansible_and_the_checkout_config():
+    env = api.runner_env()
+    assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
+    assert env["ANSIBLE_CONFIG"] == str(CHECKOUT / "ansible.cfg")
+
+
+def test_a_run_returns_status_stats_artifacts_run_dir_and_progress(tmp_path):
+    events: list[ProgressEvent] = []
+    result = api.run(PLAYBOOK, INVENTORY, local_vars(tmp_path), on_event=events.append)
+    assert result.succeeded and result.rc == 0
+    assert result.hosts["api-test-host"].ok == 4 and result.hosts["api-test-host"].failures == 0
+    assert result.artifacts == {"llmops_local": {"api-test-host": {"status": "done"}}}
+    assert result.run_dir == tmp_path / "run-local" and result.run_id == "run-local"
+    assert result.summary is None  # not a run directory: nothing to summarize
+    assert [e.kind for e in events][:2] == ["stage", "task"]
+    assert ProgressEvent("ok", stage="Local - a play that the API can watch, cancel and time out", task="Say something",
+                         host="api-test-host", message="first line\nsecond line") in events
+    assert events[-1].kind == "finished"
+
+
+def test_relative_playbook_and_inventory_paths_are_the_callers(tmp_path, monkeypatch):
+    monkeypatch.chdir(PLAYBOOKS.parent)  # ansible-runner itself runs in its private data directory
+    result = api.run("playbooks/local.yml", "playbooks/inventory.ini", local_vars(tmp_path))
+    assert result.succeeded and list(result.hosts) == ["api-test-host"]
+    assert result.playbook == str(PLAYBOOK)
+
+
+def test_a_failed_run_names_the_failed_task(tmp_path):
+    result = api.run(PLAYBOOK, INVENTORY, local_vars(tmp_path, fail=True))
+    assert (result.status, result.succeeded) == ("failed", False) and result.rc != 0
+    assert [(f.host, f.task, f.message) for f in result.failures] == [
+        ("api-test-host", "Fail when asked to", "asked to fail")]
+
+
+def remaining_processes(marker: str) -> list[int]:
+    """Processes of a run whose command line names ``marker``, after giving SIGTERM a moment to act."""
+    deadline = time.monotonic() + 3
+    while api.playbook_processes(marker) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    return api.playbook_processes(marker)
+
+
+def test_setting_the_cancel_event_stops_the_playbook_and_its_workers(tmp_path):
+    cancel = threading.Event()
+
+    def cancel_when_waiting(event: ProgressEvent) -> None:
+        if event.kind == "task" and event.task == "Wait":
+            cancel.set()
+
+    inventory = Path(shutil.copy(INVENTORY, tmp_path / "inventory.ini"))  # names this run's processes
+    started = time.monotonic()
+    result = api.run(PLAYBOOK, inventory, local_vars(tmp_path, sleep_s=120), on_event=cancel_when_waiting,
+                     cancel=cancel)
+    assert result.status == "canceled" and not result.succeeded
+    assert time.monotonic() - started < STOPPED_WITHIN_S
+    assert remaining_processes(str(inventory)) == []  # ansible-core's workers live in sessions of their own
+    assert result.run_dir == tmp_path / "run-local"  # known from the events before the cancel
+
+
+def test_a_timeout_stops_the_playbook_and_its_workers(tmp_path):
+    inventory = Path(shutil.copy(INVENTORY, tmp_path / "inventory.ini"))
+    started = time.monotonic()
+    result = api.run(PLAYBOOK, inventory, local_vars(tmp_path, sleep_s=120), timeout=2)
+    assert result.status == "timeout" and not result.succeeded
+    assert 2 <= time.monotonic() - started < STOPPED_WITHIN_S
+    assert remaining_processes(str(inventory)) == []
+
+
+def test_an_exception_in_on_event_stops_the_run_and_is_raised(tmp_path):
+    def broken(event: ProgressEvent) -> None:
+        if event.kind == "task" and event.task == "Wait":
+            raise ValueError("display broke")
+
+    started = time.monotonic()
+    with pytest.raises(ValueError, match="display broke"):
+        api.run(PLAYBOOK, INVENTORY, local_vars(tmp_path, sleep_s=120), on_event=broken)
+    assert time.monotonic() - started < STOPPED_WITHIN_S
+
+
+def test_run_async_delivers_events_on_the_loop_and_returns_the_result(tmp_path):
+    async def main():
+        loop_thread = threading.get_ident()
+        threads = set()
+        result = await api.run_async(PLAYBOOK, INVENTORY, local_vars(tmp_path),
+                                     on_event=lambda event: threads.add(threading.get_ident()))
+        return result, threads, loop_thread
+
+    result, threads, loop_thread = asyncio.run(main())
+    assert result.succeeded and threads == {loop_thread}
+
+
+def test_cancelling_the_async_task_stops_the_playbook(tmp_path):
+    async def main():
+        waiting = asyncio.Event()
+        task = asyncio.create_task(api.run_async(
+            PLAYBOOK, INVENTORY, local_vars(tmp_path, sleep_s=120),
+            on_event=lambda event: waiting.set() if event.kind == "task" and event.task == "Wait" else None))
+        await waiting.wait()
+        task.cancel()
+        started = time.monotonic()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return time.monotonic() - started
+
+    assert asyncio.run(main()) < STOPPED_WITHIN_S
