@@ -4,7 +4,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test lint unit integration demo sandbox-up sandbox-down bench-client
+.PHONY: setup test lint unit integration demo sandbox-up sandbox-down bench-client bench-tuning-scale
 
 setup:
 	@bash scripts/setup.sh
@@ -32,3 +32,6 @@ sandbox-down: setup
 
 bench-client: setup  ## our benchmark client vs SGLang's bench_serving on the emulator (installs ~6 GB into .cache)
 	@$(PY) benchmarks/client_throughput.py
+
+bench-tuning-scale: setup  ## MoE tuning wall time on 1, 2, 3 sandbox hosts over one Ray cluster (emulator, root, ~2 min)
+	@$(PY) -m benchmarks.tuning_scale
