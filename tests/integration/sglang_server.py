@@ -1,6 +1,7 @@
 """Deploying SGLang on gpu1 with the sglang_server role and looking at the result on the host (integration tests)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tests.integration.ansible import PlaybookResult, PlaybookRunner
@@ -39,3 +40,11 @@ def host_state(fleet: Fleet, host: SandboxHost, name: str = "sglang") -> tuple[s
 def http_status(fleet: Fleet, host: SandboxHost, port: int, path: str = "/health") -> int:
     """HTTP status of a server on the host, asked from the host itself; 0 when nothing answers."""
     return int(fleet.run(host, "python3", "-c", _STATUS_PROBE, f"http://127.0.0.1:{port}{path}").stdout)
+
+
+def remove_tuned_configs(fleet: Fleet, host: SandboxHost, run_dir: Path, work_dir: str) -> None:
+    """Undo a pipeline run's MoE install on ``host`` (other tests expect the configs missing) and its checkpoints."""
+    installed = run_dir / "moe_tune" / host.name / "installed.json"
+    if installed.is_file():
+        fleet.run(host, "rm", "-f", *json.loads(installed.read_text())["installed"])
+    fleet.run(host, "rm", "-rf", work_dir)

@@ -15,7 +15,7 @@ from llmops_sglang.api import run
 from llmops_sglang.models import ProgressEvent
 from llmops_sglang.runs import load_sweeps, read_summary
 from tests.integration.ansible import REPO_ROOT
-from tests.integration.sglang_server import host_state, http_status
+from tests.integration.sglang_server import host_state, http_status, remove_tuned_configs
 from tests.integration.test_pipeline import FAST
 
 pytestmark = pytest.mark.sandbox
@@ -47,10 +47,7 @@ def tuned(inventory, tmp_path_factory, fleet, gpu1):
     events: list[ProgressEvent] = []
     result = run("tune", inventory, FAST, run_id="api-test", runs_dir=runs, on_event=events.append, timeout=480)
     yield result, events
-    installed = runs / "api-test" / "moe_tune" / HOST / "installed.json"
-    if installed.is_file():
-        fleet.run(gpu1, "rm", "-f", *yaml.safe_load(installed.read_text())["installed"])
-    fleet.run(gpu1, "rm", "-rf", FAST["tuning_run_moe"]["work_dir"])
+    remove_tuned_configs(fleet, gpu1, runs / "api-test", FAST["tuning_run_moe"]["work_dir"])
 
 
 def test_run_returns_the_typed_outcome_of_the_pipeline(tuned):

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from tests.integration.ansible import REPO_ROOT
+from tests.integration.sglang_server import remove_tuned_configs
 from tests.integration.test_pipeline import FAST
 
 pytestmark = pytest.mark.sandbox
@@ -34,6 +35,11 @@ def approved_path() -> list[str]:
 
 
 @pytest.fixture(scope="module")
+def gpu2(fleet):
+    return next(h for h in fleet.hosts() if h.name == HOST)
+
+
+@pytest.fixture(scope="module")
 def awx_inventory(tmp_path_factory, fleet) -> Path:
     """The demo inventory for one host; the fast benchmark settings come from host_vars (an inventory source)."""
     host = next(h for h in fleet.hosts() if h.name == HOST)
@@ -47,7 +53,7 @@ def awx_inventory(tmp_path_factory, fleet) -> Path:
     return directory
 
 
-def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, tmp_path):
+def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, tmp_path, fleet, gpu2):
     templates = {t["name"]: t for t in yaml.safe_load((AWX / "job_templates.yml").read_text())["llmops_awx_job_templates"]}
     path = approved_path()
     assert path == [f"llmops-sglang {s}" for s in ("preflight", "baseline", "flags", "moe_tune", "verify", "rollout", "report")]
@@ -64,6 +70,7 @@ def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, t
             assert published["llmops_run_id"] == artifacts.get("llmops_run_id", published["llmops_run_id"])
         artifacts.update(published)
     run_dir = tmp_path / artifacts["llmops_run_id"]
+    remove_tuned_configs(fleet, gpu2, run_dir, FAST["tuning_run_moe"]["work_dir"])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [d["action"] for d in summary["hosts"][HOST]["decisions"]] == ["revert", "revert", "adopt"]
     assert (run_dir / "report.html").is_file()

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from tests.integration.ansible import REPO_ROOT
+from tests.integration.sglang_server import remove_tuned_configs
 
 pytestmark = pytest.mark.sandbox
 HOST = "gpu3"  # a host of its own: the run installs tuned MoE configs that other tests must not see
@@ -41,12 +42,13 @@ def demo_inventory(tmp_path_factory, fleet, host) -> Path:
 
 
 @pytest.fixture(scope="module")
-def pipeline(runner, demo_inventory, tmp_path_factory):
+def pipeline(runner, demo_inventory, tmp_path_factory, fleet, host):
     runs = tmp_path_factory.mktemp("runs")
     extravars = {**FAST, "tuning_run_root": str(runs), "run_id": "pipeline-test"}
     result = runner.run(TUNE, extravars, inventory=demo_inventory)
     assert result.status == "successful", result.stdout[-6000:]
-    return {"result": result, "run_dir": runs / "pipeline-test", "extravars": extravars}
+    yield {"result": result, "run_dir": runs / "pipeline-test", "extravars": extravars}
+    remove_tuned_configs(fleet, host, runs / "pipeline-test", FAST["tuning_run_moe"]["work_dir"])
 
 
 def test_decisions_follow_the_real_case(pipeline):
