@@ -46,5 +46,8 @@ def remove_tuned_configs(fleet: Fleet, host: SandboxHost, run_dir: Path, work_di
     """Undo a pipeline run's MoE install on ``host`` (other tests expect the configs missing) and its checkpoints."""
     installed = run_dir / "moe_tune" / host.name / "installed.json"
     if installed.is_file():
-        fleet.run(host, "rm", "-f", *json.loads(installed.read_text())["installed"])
+        paths = json.loads(installed.read_text())["installed"]
+        fleet.run(host, "rm", "-f", *paths)
+        # the install created the triton_X_Y_Z dir when it was missing; an empty one would still count as present
+        fleet.run(host, "rmdir", "--ignore-fail-on-non-empty", *sorted({str(Path(p).parent) for p in paths}))
     fleet.run(host, "rm", "-rf", work_dir)
