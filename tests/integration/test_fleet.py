@@ -64,6 +64,7 @@ def hosts(fleet):
         fleet.run(host, "rm", "-rf", STATE_DIR, "/var/lib/llmops-sglang", f"{CONFIG_DIR}/triton_3_6_0/{UP}",
                   f"{CONFIG_DIR}/triton_3_6_0/{DOWN}", "/etc/systemd/system/sglang.service",
                   "/etc/systemd/system/llmops-ray.service", "/etc/sglang")
+        fleet.run(host, "rmdir", "--ignore-fail-on-non-empty", f"{CONFIG_DIR}/triton_3_6_0")
         fleet.run(host, "systemctl", "daemon-reload")
 
 
