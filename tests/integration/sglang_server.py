@@ -43,7 +43,11 @@ def http_status(fleet: Fleet, host: SandboxHost, port: int, path: str = "/health
 
 
 def remove_tuned_configs(fleet: Fleet, host: SandboxHost, run_dir: Path, work_dir: str) -> None:
-    """Undo a pipeline run's MoE install on ``host`` (other tests expect the configs missing) and its checkpoints."""
+    """Undo a pipeline run's MoE install on ``host`` (other tests expect the configs missing) and its checkpoints.
+
+    The server is stopped too: running, it would keep reporting the removed configs as used, and the next
+    deploy of an unchanged unit would not restart it."""
+    fleet.run(host, "systemctl", "stop", "sglang.service", check=False)
     installed = run_dir / "moe_tune" / host.name / "installed.json"
     if installed.is_file():
         paths = json.loads(installed.read_text())["installed"]
