@@ -106,8 +106,12 @@ def _key_numbers(measurements: list[dict]) -> dict:
     return numbers
 
 
-def host_summary(run_dir: Path, host: str) -> dict:
-    measurements = host_measurements(run_dir, host)
+def measured_hosts(run_dir: Path) -> dict[str, list[dict]]:
+    """Every host's measurements, read once for the summary, the Markdown and the plots."""
+    return {host: host_measurements(run_dir, host) for host in _hosts(run_dir)}
+
+
+def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
     decisions = [{"stage": m["stage"], "label": m["label"], **{k: m["decision"][k] for k in ("action", "summary", "reasons")}}
                  for m in measurements if m["decision"]]
     return {
@@ -118,13 +122,14 @@ def host_summary(run_dir: Path, host: str) -> dict:
     }
 
 
-def build_summary(run_dir: Path) -> dict:
+def build_summary(run_dir: Path, measured: dict[str, list[dict]] | None = None) -> dict:
+    measured = measured if measured is not None else measured_hosts(run_dir)
     run = read_json(run_dir / "run.json") or {}
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.get("run_id", run_dir.name),
         "created_at": run.get("created_at"),
-        "hosts": {host: host_summary(run_dir, host) for host in _hosts(run_dir)},
+        "hosts": {host: host_summary(run_dir, host, measurements) for host, measurements in measured.items()},
     }
 
 
@@ -156,8 +161,7 @@ def _outcome_row(host: str, summary: dict) -> list[str]:
             adopted.get("stage", "-")]
 
 
-def _host_section(run_dir: Path, host: str, summary: dict) -> str:
-    measurements = host_measurements(run_dir, host)
+def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[dict]) -> str:
     stages = ", ".join(f"{stage} {summary['stages'][stage]['status']}" for stage in STAGES)
     parts = [f"## {host}", f"Stages: {stages}.", "### Decisions"]
     parts.append("\n".join(f"- **{d['label']}**: {d['summary']}" for d in summary["decisions"]) or "No trials.")
@@ -180,13 +184,14 @@ def _host_section(run_dir: Path, host: str, summary: dict) -> str:
     return "\n\n".join(parts)
 
 
-def render_markdown(run_dir: Path, summary: dict) -> str:
+def render_markdown(run_dir: Path, summary: dict, measured: dict[str, list[dict]] | None = None) -> str:
+    measured = measured if measured is not None else measured_hosts(run_dir)
     hosts = summary["hosts"]
     header = ["Host", "C", "Baseline tok/s", "Final tok/s", "Change", "max_running_requests", "Adopted from"]
     parts = [f"# SGLang tuning run {summary['run_id']}",
              f"Outcome per host at the key concurrency C ({KEY_LEVEL_HINT}):",
              _table(header, [_outcome_row(host, hosts[host]) for host in hosts])]
-    parts += [_host_section(run_dir, host, hosts[host]) for host in hosts]
+    parts += [_host_section(run_dir, host, hosts[host], measured[host]) for host in hosts]
     return "\n\n".join(parts) + "\n"
 
 
@@ -263,9 +268,10 @@ def render_html(markdown_text: str, plots: dict[str, str], title: str) -> str:
 
 def report_files(run_dir: Path) -> dict[str, str]:
     """Relative path -> content of everything the report consists of."""
-    summary = build_summary(run_dir)
-    markdown_text = render_markdown(run_dir, summary)
-    plots = {host: render_plot(host_measurements(run_dir, host), host) for host in summary["hosts"]}
+    measured = measured_hosts(run_dir)
+    summary = build_summary(run_dir, measured)
+    markdown_text = render_markdown(run_dir, summary, measured)
+    plots = {host: render_plot(measured[host], host) for host in summary["hosts"]}
     files = {"summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n", "report.md": markdown_text,
              "report.html": render_html(markdown_text, plots, f"SGLang tuning run {summary['run_id']}")}
     files.update({f"plots/{host}.svg": svg for host, svg in plots.items()})
