@@ -53,5 +53,11 @@ def remove_tuned_configs(fleet: Fleet, host: SandboxHost, run_dir: Path, work_di
         paths = json.loads(installed.read_text())["installed"]
         fleet.run(host, "rm", "-f", *paths)
         # the install created the triton_X_Y_Z dir when it was missing; an empty one would still count as present
-        fleet.run(host, "rmdir", "--ignore-fail-on-non-empty", *sorted({str(Path(p).parent) for p in paths}))
+        remove_dirs_when_empty(fleet, host, *sorted({str(Path(p).parent) for p in paths}))
     fleet.run(host, "rm", "-rf", work_dir)
+
+
+def remove_dirs_when_empty(fleet: Fleet, host: SandboxHost, *directories: str) -> None:
+    """Remove each directory that exists and is empty; missing or non-empty ones are left as they are."""
+    fleet.run(host, "sh", "-c", 'for d; do [ ! -d "$d" ] || rmdir --ignore-fail-on-non-empty "$d"; done',
+              "sh", *directories)

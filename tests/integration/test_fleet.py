@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from tests.integration.ansible import REPO_ROOT
+from tests.integration.sglang_server import remove_dirs_when_empty
 
 pytestmark = pytest.mark.sandbox
 HOSTS = ["gpu1", "gpu2", "gpu3"]
@@ -64,7 +65,7 @@ def hosts(fleet):
         fleet.run(host, "rm", "-rf", STATE_DIR, "/var/lib/llmops-sglang", f"{CONFIG_DIR}/triton_3_6_0/{UP}",
                   f"{CONFIG_DIR}/triton_3_6_0/{DOWN}", "/etc/systemd/system/sglang.service",
                   "/etc/systemd/system/llmops-ray.service", "/etc/sglang")
-        fleet.run(host, "rmdir", "--ignore-fail-on-non-empty", f"{CONFIG_DIR}/triton_3_6_0")
+        remove_dirs_when_empty(fleet, host, f"{CONFIG_DIR}/triton_3_6_0")
         fleet.run(host, "systemctl", "daemon-reload")
 
 
