@@ -108,7 +108,8 @@ def test_progress_events_follow_stages_tasks_and_progress(tuned):
 
 
 def expected_units(baseline_unit: str) -> dict[str, str]:
-    """The unit of the baseline and the unit of the first candidate (same template, its ExecStart line)."""
+    """The unit of the baseline and the unit of the first candidate (same template, its ExecStart line), each
+    with its command line in flag order (see ``flag_order_free``)."""
     candidate_args = {**DEMO_VARS["sglang_baseline_args"], **FIRST_CANDIDATE["args"]}
     candidate_exec = systemd_exec_line(server_command({
         "server_args": candidate_args, "model_path": DEMO_VARS["sglang_model_path"],
@@ -116,7 +117,17 @@ def expected_units(baseline_unit: str) -> dict[str, str]:
     lines = baseline_unit.splitlines(keepends=True)
     candidate = "".join(f"ExecStart={candidate_exec}\n" if line.startswith("ExecStart=") else line for line in lines)
     assert candidate != baseline_unit
-    return {"baseline": baseline_unit, FIRST_CANDIDATE["name"]: candidate}
+    return {"baseline": flag_order_free(baseline_unit), FIRST_CANDIDATE["name"]: flag_order_free(candidate)}
+
+
+def flag_order_free(unit: str) -> str:
+    """``unit`` with the flags of its ExecStart sorted: their order is the role's merge order and means nothing to
+    SGLang, so a unit is "the candidate's" whatever order its flags come in."""
+    def sorted_flags(line: str) -> str:
+        program, _, flags = line.rstrip("\n").partition(" --")
+        return " ".join([program, *sorted(f"--{flag}" for flag in flags.split(" --"))]) + "\n"
+    return "".join(sorted_flags(line) if line.startswith("ExecStart=") else line
+                   for line in unit.splitlines(keepends=True))
 
 
 def test_cancel_during_a_flag_trial_leaves_a_consistent_server(inventory, tmp_path, fleet, gpu1):
@@ -144,6 +155,7 @@ def test_cancel_during_a_flag_trial_leaves_a_consistent_server(inventory, tmp_pa
             break
         time.sleep(2)
     assert healthy, f"sglang.service is {active} and not healthy {HEALTHY_WITHIN_S}s after the cancel"
-    assert unit in units.values(), f"the unit is neither the baseline's nor {FIRST_CANDIDATE['name']}'s:\n{unit}"
+    assert flag_order_free(unit) in units.values(), \
+        f"the unit is neither the baseline's nor {FIRST_CANDIDATE['name']}'s:\n{unit}"
     temporary_units = fleet.run(gpu1, "find", "/etc/systemd/system", "-maxdepth", "1", "-name", ".sglang.service.*.tmp")
     assert temporary_units.stdout == ""
