@@ -45,7 +45,8 @@ def tuned(inventory, tmp_path_factory, fleet, gpu1):
     """The whole pipeline through the API; afterwards gpu1 loses the tuned MoE configs (other tests expect none)."""
     runs = tmp_path_factory.mktemp("api-runs")
     events: list[ProgressEvent] = []
-    result = run("tune", inventory, FAST, run_id="api-test", runs_dir=runs, on_event=events.append, timeout=900)  # ~5 min alone; far more when the 2 cores are shared
+    # ~5 min alone; far more when the 2 cores are shared
+    result = run("tune", inventory, FAST, run_id="api-test", runs_dir=runs, on_event=events.append, timeout=900)
     yield result, events
     remove_tuned_configs(fleet, gpu1, runs / "api-test", FAST["tuning_run_moe"]["work_dir"])
 
