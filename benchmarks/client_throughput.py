@@ -116,7 +116,8 @@ def quiet_env() -> dict[str, str]:
     """Environment for the benchmark's children: caches inside .cache/, no hub access, no proxies."""
     env = {key: value for key, value in os.environ.items() if not key.lower().endswith("_proxy")}
     env.update(HF_HOME=str(WORK / "hf"), HF_HUB_OFFLINE="1", XDG_CACHE_HOME=str(WORK / "xdg"),
-               TRITON_CACHE_DIR=str(WORK / "triton"), PYTHONUNBUFFERED="1", PIP_NO_CACHE_DIR="1",
+               TRITON_CACHE_DIR=str(WORK / "triton"), TORCHINDUCTOR_CACHE_DIR=str(WORK / "torchinductor"),
+               PYTHONUNBUFFERED="1", PIP_NO_CACHE_DIR="1",
                PIP_DISABLE_PIP_VERSION_CHECK="1")
     return env
 
