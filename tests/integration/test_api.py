@@ -109,8 +109,8 @@ def test_progress_events_follow_stages_tasks_and_progress(tuned):
 
 
 def expected_units(baseline_unit: str) -> dict[str, str]:
-    """The unit of the baseline and the unit of the first candidate (same template, its ExecStart line), each
-    with its command line in flag order (see ``flag_order_free``)."""
+    """The unit of the baseline and the unit of the first candidate (same template, its ExecStart line), both with
+    their ExecStart flags sorted (see ``flag_order_free``)."""
     candidate_args = {**DEMO_VARS["sglang_baseline_args"], **FIRST_CANDIDATE["args"]}
     candidate_exec = systemd_exec_line(server_command({
         "server_args": candidate_args, "model_path": DEMO_VARS["sglang_model_path"],
