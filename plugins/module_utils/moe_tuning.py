@@ -44,6 +44,8 @@ _OPERAND_BYTES = {"fp8_w8a8": (1, 1), "int8_w8a8": (1, 1), "int8_w8a16": (2, 1),
 # Seconds between SIGTERM to the tuner's process group and SIGKILL (Ray shuts its local cluster down on SIGTERM).
 TERMINATE_GRACE_S = 10.0
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
+# How a worker process reports its own death: CPython's fatal-signal handler, CUDA/Triton failures.
+_CRASH_LINE = re.compile(r"Fatal Python error|CUDA error|out of memory|core dumped")
 # Prints the count alone on stdout (ray.init() logs to stderr).
 RAY_GPU_PROBE = "import ray; ray.init(); print(int(ray.cluster_resources().get('GPU', 0)))"
 
@@ -356,9 +358,13 @@ def tuner_environment(base: dict[str, str], environment: dict) -> dict[str, str]
 
 
 def log_tail(run: TunerRun, lines: int = 25) -> str:
-    """The last lines of stdout then stderr (where tracebacks go), without Ray's colour codes."""
-    tail = (run.stdout.splitlines() + run.stderr.splitlines())[-lines:]
-    return _ANSI_ESCAPE.sub("", "\n".join(tail))
+    """The last lines of stdout then stderr (where tracebacks go), without Ray's colour codes.
+
+    A worker's crash report ("Fatal Python error: Segmentation fault") can reach the driver's output before the
+    driver's own long RayActorError traceback, so crash lines from before the tail are kept in front of it."""
+    output = run.stdout.splitlines() + run.stderr.splitlines()
+    crashes = [line for line in output[:-lines] if _CRASH_LINE.search(line)]
+    return _ANSI_ESCAPE.sub("", "\n".join(crashes + output[-lines:]))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -189,7 +189,10 @@ def test_crash_installs_nothing_keeps_the_checkpoint_and_the_rerun_resumes(fleet
         host_profile(FAST_TUNER)
     assert crashed_run.status == "failed"
     assert "the up tuner exited with rc=" in crashed["msg"] and "while tuning batch sizes [64, 512]" in crashed["msg"]
-    assert "batch sizes done: [1, 8]" in crashed["msg"] and "Segmentation fault" in crashed["log_tail"]
+    assert "batch sizes done: [1, 8]" in crashed["msg"]
+    # Ray's actor-death message always; the worker's own "Segmentation fault" only when Ray's log monitor forwarded
+    # it before the driver exited (a race in Ray, see log_tail; the unit tests check that it is kept when present).
+    assert "the worker crashed unexpectedly" in crashed["log_tail"]
     assert crashed["batch_sizes_done"] == [1, 8]
     assert fleet.run(gpu1, "test", "-e", f"{work_dir}/{UP}", check=False).returncode == 1, "partial output presented"
     checkpoint = yaml.safe_load(fleet.run(gpu1, "cat", f"{work_dir}/checkpoints/{UP}.checkpoint").stdout)

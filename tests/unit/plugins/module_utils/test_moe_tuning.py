@@ -21,6 +21,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
     moe_config_targets,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
+    TunerRun,
     chunks,
     final_output,
     fingerprint,
@@ -300,6 +301,16 @@ def test_finished_run_reports_rc_and_output(tmp_path):
     assert (run.rc, run.timed_out) == (3, False)
     assert run.stdout == "Tuning took 1.50 seconds\n" and run.stderr.endswith("Fatal Python error\n")
     assert log_tail(run, lines=1) == "(BenchmarkWorker pid=7) Fatal Python error"
+
+
+def test_log_tail_keeps_a_crash_report_printed_before_a_long_traceback():
+    traceback = [f"  File \"driver.py\", line {n}" for n in range(40)]
+    stderr = "\n".join(["(BenchmarkWorker pid=7) Fatal Python error: Segmentation fault", *traceback,
+                        "ray.exceptions.ActorDiedError: The actor died unexpectedly"])
+    run = TunerRun(rc=1, timed_out=False, seconds=1.0, stdout="Tuning took 1.50 seconds\n", stderr=stderr)
+    tail = log_tail(run, lines=5).splitlines()
+    assert tail[0] == "(BenchmarkWorker pid=7) Fatal Python error: Segmentation fault"
+    assert tail[1:] == [*traceback[-4:], "ray.exceptions.ActorDiedError: The actor died unexpectedly"]
 
 
 def _fake_python(tmp_path: Path, body: str) -> str:
