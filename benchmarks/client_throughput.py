@@ -348,6 +348,11 @@ def bench_config(url: str, concurrency: int, workload: Workload, *, warmup: int,
                        level_timeout_s=1800.0)
 
 
+def cpu_mark() -> dict:
+    """This process's CPU seconds, seconds waiting for its core and the wall clock, to difference over a run."""
+    return {"cpu_s": time.process_time(), "wait_s": schedstat_s("self")[1], "at": time.time()}
+
+
 def ours_worker(params: dict) -> None:
     """Child process on the client core: a warm-up sweep (C requests), then one timed run with CPU marks.
 
@@ -365,7 +370,7 @@ def ours_worker(params: dict) -> None:
 
     def on_progress(event: dict) -> None:
         if event["event"] in ("level_start", "run_done"):
-            marks.append({"cpu_s": time.process_time(), "wait_s": schedstat_s("self")[1], "at": time.time()})
+            marks.append(cpu_mark())
 
     sweep = run_sweep(bench_config(params["url"], concurrency, workload, warmup=0, repeats=1), on_progress)
     if sweep["error"]:
@@ -427,11 +432,11 @@ def floor_worker(params: dict) -> None:
         return events, read_times
 
     run(concurrency, 0)
-    start = {"cpu_s": time.process_time(), "wait_s": schedstat_s("self")[1], "at": time.time()}
+    start = cpu_mark()
     wall_start = time.perf_counter()
     events, read_times = run(workload.requests(concurrency), concurrency)
     wall_s = time.perf_counter() - wall_start
-    end = {"cpu_s": time.process_time(), "wait_s": schedstat_s("self")[1], "at": time.time()}
+    end = cpu_mark()
     for connection in connections:
         connection.close()
     tokens = workload.requests(concurrency) * workload.output_len  # ignore_eos: the server log checks it

@@ -184,8 +184,7 @@ def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[di
     return "\n\n".join(parts)
 
 
-def render_markdown(run_dir: Path, summary: dict, measured: dict[str, list[dict]] | None = None) -> str:
-    measured = measured if measured is not None else measured_hosts(run_dir)
+def render_markdown(run_dir: Path, summary: dict, measured: dict[str, list[dict]]) -> str:
     hosts = summary["hosts"]
     header = ["Host", "C", "Baseline tok/s", "Final tok/s", "Change", "max_running_requests", "Adopted from"]
     parts = [f"# SGLang tuning run {summary['run_id']}",

@@ -52,7 +52,7 @@ def test_summary_holds_stages_decisions_adopted_and_key_numbers(run_dir):
 
 
 def test_markdown_shows_decisions_tables_side_effects_and_kernels(run_dir):
-    text = run_report.render_markdown(run_dir, run_report.build_summary(run_dir))
+    text = run_report.render_markdown(run_dir, run_report.build_summary(run_dir), run_report.measured_hosts(run_dir))
     assert "| C | baseline | flags: fused-moe-sum-all-reduce | flags: flashinfer-allreduce-fusion | moe_tune | verify |" in text
     assert "capacity dropped 46% (max_running_requests 48 -> 26)" in text
     assert "max_running_requests 48 -> 26 (-46%)" in text
@@ -86,4 +86,4 @@ def test_a_run_with_only_a_baseline_reports_what_exists(run_dir):
     host = summary["hosts"]["gpu1"]
     assert host["stages"]["verify"] == {"status": "not run"} and host["decisions"] == []
     assert "key_change_pct" not in host["numbers"]
-    assert "| gpu1 | - |" in run_report.render_markdown(run_dir, summary)
+    assert "| gpu1 | - |" in run_report.render_markdown(run_dir, summary, run_report.measured_hosts(run_dir))
