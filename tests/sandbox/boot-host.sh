@@ -3,22 +3,34 @@
 # and turns the fresh namespaces into a host: private writable layers over everything that
 # could leak to the real machine, a cgroup tree of its own, an sshd, then systemd as PID 1.
 # Arguments come from the environment (set by tests/sandbox/fleet.py):
-#   SBX_NAME SBX_SCRATCH SBX_CGROUP SBX_REPO SBX_PUBKEY SBX_MACHINE_ID [SBX_EMULATOR SBX_PROFILE]
+#   SBX_NAME SBX_CGROUP SBX_REPO SBX_PUBKEY SBX_MACHINE_ID [SBX_EMULATOR SBX_PROFILE]
 set -euo pipefail
-
-scratch=$SBX_SCRATCH
 
 mount -t proc proc /proc
 # Global sysctls live under /proc/sys: nothing inside a sandbox may change them.
 mount --bind /proc/sys /proc/sys
 mount -o remount,bind,ro /proc/sys
 
-# The checkout (and the emulator build inside it) is visible read-only.
-mount --bind "$SBX_REPO" "$SBX_REPO"
-mount -o remount,bind,ro "$SBX_REPO"
-
+# The host's scratch (overlay upper layers, staging of /dev and cgroups) lives under this host's own
+# /run, which no overlay below covers: a scratch under the checkout would vanish beneath the overlay of
+# /root or /home, or the tmpfs of /tmp, wherever a user cloned the repository.
+mount -t tmpfs -o mode=755,size=2g run /run
+scratch=/run/llmops-sandbox
+mkdir -m 700 "$scratch"
 mount -t tmpfs -o mode=700,size=4g sandbox-scratch "$scratch"
-mkdir -p "$scratch"/{upper,work,cg/systemd,cg/unified,dev}
+mkdir -p "$scratch"/{upper,work,cg/systemd,cg/unified,dev,repo,emulator,inputs}
+
+# Everything the host reads from the machine is taken in now, before the overlays and tmpfs mounts
+# below can hide its path: the checkout (read-only, put back at its own path afterwards), the emulator
+# build and the small input files.
+mount --bind "$SBX_REPO" "$scratch/repo"
+mount -o remount,bind,ro "$scratch/repo"
+if [[ -n ${SBX_EMULATOR:-} ]]; then
+    mount --bind "$SBX_EMULATOR" "$scratch/emulator"
+    mount -o remount,bind,ro "$scratch/emulator"
+    install -m 644 "$SBX_PROFILE" "$scratch/inputs/profile.yaml"
+fi
+install -m 600 "$SBX_PUBKEY" "$scratch/inputs/authorized_keys"
 
 # Only this host's cgroup subtrees, so its systemd never touches the machine's hierarchy roots.
 mount --bind "/sys/fs/cgroup/systemd/$SBX_CGROUP" "$scratch/cg/systemd"
@@ -37,9 +49,11 @@ overlay() {  # overlay <lower> <mountpoint> <layer-name>
 for d in etc var opt srv root usr/local home; do
     overlay "/$d" "/$d" "${d//\//_}"
 done
-mount -t tmpfs -o mode=755,size=2g run /run
 mount -t tmpfs -o mode=1777 tmp /tmp
 mount -t tmpfs -o mode=1777 vartmp /var/tmp
+# The checkout back at its own path (tests and playbooks name files in it), read-only.
+mkdir -p "$SBX_REPO"
+mount --move "$scratch/repo" "$SBX_REPO"
 
 # A private /dev: journald would otherwise replace the machine's /dev/log, and Ray's
 # object store would fill the machine's /dev/shm.
@@ -106,15 +120,15 @@ MaxSessions 200
 EOF
 rm -rf /root/.ssh
 mkdir -m 700 /root/.ssh
-install -m 600 "$SBX_PUBKEY" /root/.ssh/authorized_keys
+install -m 600 "$scratch/inputs/authorized_keys" /root/.ssh/authorized_keys
 
 # The emulated GPU node, installed where the real programs live.
 if [[ -n ${SBX_EMULATOR:-} ]]; then
-    overlay "$SBX_EMULATOR/venv" /opt/sglang/venv sglang_venv
-    overlay "$SBX_EMULATOR/src" /opt/sglang/src sglang_src
-    overlay "$SBX_EMULATOR/models" /srv/models models
-    install -m 755 "$SBX_EMULATOR/bin/nvidia-smi" /usr/local/bin/nvidia-smi
-    install -D -m 644 "$SBX_PROFILE" /etc/sglang-emulator/profile.yaml
+    overlay "$scratch/emulator/venv" /opt/sglang/venv sglang_venv
+    overlay "$scratch/emulator/src" /opt/sglang/src sglang_src
+    overlay "$scratch/emulator/models" /srv/models models
+    install -m 755 "$scratch/emulator/bin/nvidia-smi" /usr/local/bin/nvidia-smi
+    install -D -m 644 "$scratch/inputs/profile.yaml" /etc/sglang-emulator/profile.yaml
 fi
 
 hostname "$SBX_NAME"

@@ -96,6 +96,8 @@ def _child_pid(parent: int, timeout_s: float = 10.0) -> int:
             raise SandboxError(f"launcher {parent} exited before systemd started") from None
         if children:
             return int(children[0])
+        if not _alive(parent):
+            raise SandboxError(f"the boot script of launcher {parent} exited before systemd started")
         time.sleep(0.05)
     raise SandboxError(f"launcher {parent} did not fork within {timeout_s}s")
 
@@ -164,14 +166,13 @@ class Fleet:
 
     def _launch(self, name: str, index: int, emulator: Path | None, profile: Path | None) -> SandboxHost:
         host_dir = self.config.state_dir / name
-        (host_dir / "scratch").mkdir(parents=True, exist_ok=True)
+        host_dir.mkdir(parents=True, exist_ok=True)
         cgroup = f"{CGROUP_PREFIX}{self.config.fleet_id}{name}"
         for root in cgroup_hierarchies():
             _make_cgroup(root / cgroup)
         env = {
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "SBX_NAME": name,
-            "SBX_SCRATCH": str(host_dir / "scratch"),
             "SBX_CGROUP": cgroup,
             "SBX_REPO": str(REPO_ROOT),
             "SBX_PUBKEY": str(self.key_file) + ".pub",
@@ -194,8 +195,14 @@ class Fleet:
                  "--propagation", "private", "bash", str(BOOT_SCRIPT)],
                 env=env, stdin=subprocess.DEVNULL, stdout=console, stderr=subprocess.STDOUT,
                 preexec_fn=enter_host_cgroups, start_new_session=True)
+        try:
+            pid = _child_pid(launcher.pid)
+        except SandboxError as exc:
+            _signal(launcher.pid, signal.SIGKILL)
+            _reap(launcher.pid)
+            raise SandboxError(f"{name}: {exc}; its boot script said:\n{_tail(host_dir / 'console.log')}") from None
         return SandboxHost(name=name, index=index, address=self.config.address(index),
-                           launcher_pid=launcher.pid, pid=_child_pid(launcher.pid))
+                           launcher_pid=launcher.pid, pid=pid)
 
     def _wire_network(self, host: SandboxHost) -> None:
         veth = self._veth(host)
