@@ -23,11 +23,13 @@ def fleet() -> Fleet:
     before = machine_snapshot()
     sandbox.up(SESSION_HOSTS, emulator=build_emulator())
     yield sandbox
+    breaches = sandbox.isolation_breaches()
     sandbox.down()
     after = machine_snapshot()
     changes = after.changes_since(before)
     before.release()
     after.release()
+    assert breaches == [], "a sandbox host wrote onto the real machine"
     assert sandbox.leftovers() == [], "the sandbox fleet left traces on this machine"
     assert changes == [], "the sandbox fleet changed the real machine"
 

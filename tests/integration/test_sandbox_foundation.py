@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -43,8 +44,8 @@ def test_deploy_read_journal_restart_idempotent(fleet, runner):
 
 def test_hosts_are_isolated_from_the_machine(fleet):
     host = fleet.hosts()[0]
-    fleet.run(host, "sh", "-c", "touch /tmp/llmops-isolation-probe /etc/llmops-isolation-probe")
-    assert not Path("/tmp/llmops-isolation-probe").exists()
+    assert fleet.isolation_breaches() == []
+    fleet.run(host, "sh", "-c", "touch /etc/llmops-isolation-probe")
     assert not Path("/etc/llmops-isolation-probe").exists()
     assert fleet.run(host, "cat", "/proc/1/comm").stdout.strip() == "systemd"
     assert fleet.run(host, "hostname").stdout.strip() == host.name
@@ -58,15 +59,39 @@ def test_a_second_fleet_tears_down_without_traces():
     lifecycle = Fleet(config)
     before = machine_snapshot()
     hosts = lifecycle.up(1)
+    # What other programs on the machine do meanwhile is not the sandbox's doing (issue #15 item 12).
+    others = tempfile.NamedTemporaryFile(prefix="another-users-file-", dir="/tmp")
     try:
         assert lifecycle.run(hosts[0], "systemctl", "is-system-running").stdout.strip() == "running"
         assert lifecycle.leftovers(), "a running fleet must be visible to the leftover check"
+        assert lifecycle.isolation_breaches() == []
     finally:
         lifecycle.down()
     after = machine_snapshot()
     changes = after.changes_since(before)
     before.release()
     after.release()
+    others.close()
     assert lifecycle.leftovers() == []
     assert changes == []
     shutil.rmtree(config.state_dir)
+
+
+def test_hosts_boot_wherever_the_checkout_and_state_are(tmp_path):
+    """A clone in $HOME (beneath the hosts' overlay of /home or /root) with its state in /tmp (beneath
+    their tmpfs) boots, and the host sees that checkout read-only at its own path (issue #15 item 1)."""
+    home_checkout = Path(tempfile.mkdtemp(prefix="llmops-clone-", dir=Path.home()))
+    (home_checkout / "marker").write_text("checkout")
+    config = FleetConfig(state_dir=tmp_path / "state", repo=home_checkout, bridge="llmops-br8",
+                         subnet_prefix="10.213.8", name_prefix="wh")
+    where = Fleet(config)
+    try:
+        hosts = where.up(1)
+        assert where.run(hosts[0], "cat", str(home_checkout / "marker")).stdout == "checkout"
+        writable = where.run(hosts[0], "touch", str(home_checkout / "new"), check=False)
+        assert writable.returncode != 0 and not (home_checkout / "new").exists()
+        assert where.isolation_breaches() == []
+    finally:
+        where.down()
+        shutil.rmtree(home_checkout)
+    assert where.leftovers() == []

@@ -25,6 +25,8 @@ BOOT_SCRIPT = Path(__file__).with_name("boot-host.sh")
 HOST_VISIBLE_CGROUPS = (Path("/sys/fs/cgroup/systemd"), Path("/sys/fs/cgroup/unified"))
 CGROUP_PREFIX = "llmops-sandbox-"
 VETH_PREFIX = "llmops-v"
+# Directories every host writes into its own layer of (boot-host.sh); probed by Fleet.isolation_breaches.
+ISOLATED_DIRS = ("/tmp", "/var/tmp", "/etc/systemd/system", "/root", "/home", "/opt", "/srv", "/usr/local", "/run")
 
 
 class SandboxError(RuntimeError):
@@ -48,6 +50,7 @@ class FleetConfig:
     bridge: str = os.environ.get("LLMOPS_SANDBOX_BRIDGE", "llmops-br0")
     subnet_prefix: str = os.environ.get("LLMOPS_SANDBOX_SUBNET", "10.213.0")
     name_prefix: str = "gpu"  # hosts are <prefix>1..N; cgroups and veths carry the name
+    repo: Path = REPO_ROOT  # the checkout every host sees read-only at its own path
     boot_timeout_s: float = 90.0
 
     @property
@@ -174,7 +177,7 @@ class Fleet:
             "PATH": "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
             "SBX_NAME": name,
             "SBX_CGROUP": cgroup,
-            "SBX_REPO": str(REPO_ROOT),
+            "SBX_REPO": str(self.config.repo),
             "SBX_PUBKEY": str(self.key_file) + ".pub",
             "SBX_MACHINE_ID": uuid.uuid4().hex,
             "SBX_EMULATOR": str(emulator or ""),
@@ -259,6 +262,18 @@ class Fleet:
     def run(self, host: SandboxHost, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
         """Run a command inside ``host`` (all its namespaces), for test assertions."""
         return _in_host(host.pid, *argv, check=check)
+
+    def isolation_breaches(self) -> list[str]:
+        """Write a probe file inside every host in each directory a host has a private layer over, and
+        name every probe that shows up on this machine (an empty list: the hosts are isolated)."""
+        breaches = []
+        for host in self.hosts():
+            probe = f".llmops-isolation-probe-{uuid.uuid4().hex}"
+            paths = [Path(d) / probe for d in ISOLATED_DIRS]
+            self.run(host, "sh", "-c", " && ".join(f"touch {p}" for p in paths))
+            breaches += [f"{host.name} wrote {p} on this machine" for p in paths if p.exists()]
+            self.run(host, "rm", "-f", *map(str, paths))
+        return breaches
 
     # ---- down ---------------------------------------------------------------------------------
     def down(self) -> None:
@@ -398,20 +413,18 @@ def _rmdir_when_empty(path: Path) -> None:
 class MachineSnapshot:
     """What of the real machine a sandbox must never change.
 
-    Other programs come and go in /tmp, so vanishing entries are detected with a canary file this
-    snapshot owns: a namespaced systemd that cleaned the machine's /tmp would take it too.
+    Other programs come and go in /tmp, so its entries are not compared: what a host writes there is
+    checked by `Fleet.isolation_breaches` (probes written inside every host must not show here), and a
+    host that cleaned the machine's /tmp is caught by a canary file this snapshot owns.
     """
 
     systemd_units: frozenset[str]
-    tmp_entries: frozenset[str]
     cgroup_dirs: frozenset[str]
     tmp_canary: Path
 
     def changes_since(self, before: "MachineSnapshot") -> list[str]:
         return ([f"new unit /etc/systemd/system/{u}" for u in sorted(self.systemd_units - before.systemd_units)]
                 + [f"removed unit /etc/systemd/system/{u}" for u in sorted(before.systemd_units - self.systemd_units)]
-                + [f"new /tmp entry {e}" for e in sorted(self.tmp_entries - before.tmp_entries)
-                   if not e.startswith(_CANARY_PREFIX)]
                 + ([] if before.tmp_canary.exists() else [f"/tmp was cleaned: {before.tmp_canary} vanished"])
                 + [f"new cgroup {c}" for c in sorted(self.cgroup_dirs - before.cgroup_dirs)])
 
@@ -428,7 +441,6 @@ def machine_snapshot() -> MachineSnapshot:
     canary.touch()
     return MachineSnapshot(
         systemd_units=frozenset(str(p.relative_to(units)) for p in units.rglob("*")) if units.exists() else frozenset(),
-        tmp_entries=frozenset(p.name for p in Path("/tmp").iterdir()),
         # Fleets' own cgroups are checked by Fleet.leftovers(); a fleet of another session may come and go.
         cgroup_dirs=frozenset(str(d) for root in cgroup_hierarchies() for d in root.iterdir()
                               if d.is_dir() and not d.name.startswith(CGROUP_PREFIX)),
