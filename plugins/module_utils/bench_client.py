@@ -66,8 +66,21 @@ PROMPT_WORDS = (
 ).split()
 
 
+# Why a sweep stopped (``error_kind`` of the sweep, docs/bench-schema.md): ``auth`` (401), ``unreachable`` (no
+# connection), ``requests_failed`` (every request of a batch, or more than max_failed_share of a level, failed),
+# ``time_limit`` (level_timeout_s), ``server`` (an answer the benchmark cannot use: metadata errors, calibration),
+# ``client`` (the benchmark client itself could not run, e.g. bench_serving exited non-zero).
+ERROR_KINDS = ("auth", "unreachable", "requests_failed", "time_limit", "server", "client")
+DEFAULT_MAX_FAILED_SHARE = 0.01
+
+
 class BenchAborted(Exception):
     """The server cannot serve the sweep any more (auth rejected, unreachable, died or hung): stop and report."""
+
+    def __init__(self, message: str, kind: str = "server", level: dict | None = None) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.level = level  # the measured level that is no measurement (too many failed requests)
 
 
 @dataclass(frozen=True)
@@ -88,6 +101,7 @@ class BenchConfig:
     steady_state: bool = False
     api_key: str | None = field(default=None, repr=False)
     seed: int = 0
+    max_failed_share: float = DEFAULT_MAX_FAILED_SHARE
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
@@ -141,6 +155,9 @@ def _validate_config(config: BenchConfig) -> None:
     _require_at_least("request_timeout_s", config.request_timeout_s, 0, strict=True)
     if config.level_timeout_s is not None:
         _require_at_least("level_timeout_s", config.level_timeout_s, 0, strict=True)
+    _require_at_least("max_failed_share", config.max_failed_share, 0)
+    if config.max_failed_share > 1:
+        raise ValueError(f"max_failed_share must be a share between 0 and 1 (0.01 = 1%), got {config.max_failed_share!r}")
 
 
 def percentiles(values: t.Sequence[float], quantiles: t.Sequence[int] = QUANTILES) -> dict[str, float | None]:
@@ -379,10 +396,11 @@ def fetch_model_id(base_url: str, api_key: str | None, timeout_s: float) -> str:
             document = json.load(response)
     except urllib.error.HTTPError as exc:
         if exc.code == 401:
-            raise BenchAborted(_auth_message(base_url, api_key)) from exc
+            raise BenchAborted(_auth_message(base_url, api_key), "auth") from exc
         raise BenchAborted(f"GET {url} failed with HTTP {exc.code}") from exc
     except (urllib.error.URLError, OSError) as exc:
-        raise BenchAborted(f"cannot connect to {base_url} (GET /v1/models): {getattr(exc, 'reason', exc)}") from exc
+        raise BenchAborted(f"cannot connect to {base_url} (GET /v1/models): {getattr(exc, 'reason', exc)}",
+                           "unreachable") from exc
     except ValueError as exc:
         raise BenchAborted(f"GET {url} did not return JSON: {exc}") from exc
     models = document.get("data") if isinstance(document, dict) else None
@@ -411,7 +429,9 @@ def new_sweep(config: BenchConfig, engine: str) -> dict:
         "schema_version": SCHEMA_VERSION, "started_at": _utc_now(), "finished_at": None, "engine": engine,
         "base_url": config.base_url, "endpoint": config.endpoint, "model": config.model,
         "input_len": config.input_len, "output_len": config.output_len, "repeats": config.repeats,
-        "levels": [], "error": None, "client": client_versions(),
+        "max_failed_share": config.max_failed_share, "levels": [], "failed_level": None, "error": None,
+        "error_kind": None,
+        "client": client_versions(),
     }
 
 
@@ -420,8 +440,35 @@ def make_level(concurrency: int, requests: int, warmup_requests: int, runs: list
             "summary": summarize_level(runs)}
 
 
-def finish_sweep(sweep: dict, error: str | None, on_progress: t.Callable[[dict], None] | None) -> dict:
+def failed_share_error(level: dict, max_failed_share: float) -> str | None:
+    """Why a completed level is no measurement: more than ``max_failed_share`` of its timed requests failed.
+
+    Throughput over the requests that happened to succeed says nothing about the configuration, so such a level
+    is an error naming the share and sample errors, never a number."""
+    runs = level["runs"]
+    requested = sum(run["requests"] for run in runs)
+    failed = sum(run["failed"] for run in runs)
+    if not requested or failed / requested <= max_failed_share:
+        return None
+    samples: list[str] = []
+    for run in runs:
+        samples += [sample for sample in run["error_samples"] if sample not in samples]
+    return (f"{failed} of {requested} timed requests failed ({failed / requested:.1%}, more than "
+            f"max_failed_share={max_failed_share:g}); sample errors: {samples[:MAX_ERROR_SAMPLES]}")
+
+
+def check_level(level: dict, config: BenchConfig) -> dict:
+    """The level, or BenchAborted(kind requests_failed) when too many of its requests failed."""
+    error = failed_share_error(level, config.max_failed_share)
+    if error:
+        raise BenchAborted(error, "requests_failed", level)
+    return level
+
+
+def finish_sweep(sweep: dict, error: str | None, on_progress: t.Callable[[dict], None] | None,
+                 kind: str | None = None) -> dict:
     sweep["error"] = error
+    sweep["error_kind"] = (kind or "server") if error else None
     sweep["finished_at"] = _utc_now()
     if on_progress:
         on_progress({"event": "error", "message": error} if error else
@@ -463,13 +510,13 @@ class _LevelRunner:
         try:
             async with self.session.post(self.url, data=body) as response:
                 if response.status == 401:
-                    raise BenchAborted(_auth_message(self.config.base_url, self.config.api_key))
+                    raise BenchAborted(_auth_message(self.config.base_url, self.config.api_key), "auth")
                 if response.status != 200:
                     record.error = f"HTTP {response.status}: {(await response.text())[:200]}"
                 else:
                     await self._read_stream(response, record)
         except aiohttp.ClientConnectorError as exc:
-            raise BenchAborted(f"cannot connect to {self.config.base_url}: {exc}") from exc
+            raise BenchAborted(f"cannot connect to {self.config.base_url}: {exc}", "unreachable") from exc
         except TimeoutError:
             record.error = f"no complete response within request_timeout_s={self.config.request_timeout_s:g}"
         except (aiohttp.ClientError, ValueError) as exc:
@@ -517,10 +564,10 @@ class _LevelRunner:
         try:
             async with self.session.post(self.url, json=body) as response:
                 if response.status == 401:
-                    raise BenchAborted(_auth_message(config.base_url, config.api_key))
+                    raise BenchAborted(_auth_message(config.base_url, config.api_key), "auth")
                 document = await response.json(content_type=None)
         except aiohttp.ClientConnectorError as exc:
-            raise BenchAborted(f"cannot connect to {config.base_url}: {exc}") from exc
+            raise BenchAborted(f"cannot connect to {config.base_url}: {exc}", "unreachable") from exc
         except (aiohttp.ClientError, TimeoutError, ValueError) as exc:
             raise BenchAborted(f"chat prompt calibration request failed: {exc}") from exc
         measured = (document.get("usage") or {}).get("prompt_tokens") if isinstance(document, dict) else None
@@ -542,7 +589,8 @@ async def _timed_runs(runner: _LevelRunner, concurrency: int, progress: t.Callab
         # Near 100 % means this single-threaded client, not the server, limited the run (§A.2).
         run["client_cpu_pct"] = cpu_s / wall_s * 100.0 if wall_s > 0 else None
         if run["ok"] == 0:
-            raise BenchAborted(f"repeat {repeat}: all {requests} requests failed: {run['error_samples']}")
+            raise BenchAborted(f"repeat {repeat}: all {requests} requests failed: {run['error_samples']}",
+                               "requests_failed")
         runs.append(run)
         progress({"event": "run_done", "concurrency": concurrency, "repeat": repeat, "repeats": config.repeats,
                   "agg_tok_s": run["agg_tok_s"], "per_req_tok_s": run["per_req_tok_s"], "ok": run["ok"],
@@ -558,20 +606,21 @@ async def _run_level(runner: _LevelRunner, concurrency: int, progress: t.Callabl
     if warmup:
         records, _wall_s, _cpu_s = await runner.run_batch(concurrency, warmup)
         if not any(record.ok for record in records):
-            raise BenchAborted(f"warm-up: all {warmup} requests failed: {records[0].error}")
+            raise BenchAborted(f"warm-up: all {warmup} requests failed: {records[0].error}", "requests_failed")
     # Everything alive now (session, interpreter state) outlives the timed runs; frozen objects are skipped by the
     # collector, so its passes during the hot loop stay short.
     gc.collect()
     gc.freeze()
     runs = await _timed_runs(runner, concurrency, progress)
-    level = make_level(concurrency, config.requests_for(concurrency), warmup, runs)
+    level = check_level(make_level(concurrency, config.requests_for(concurrency), warmup, runs), config)
     progress({"event": "level_done", "concurrency": concurrency, "agg_tok_s": level["summary"]["agg_tok_s"],
               "per_req_tok_s": level["summary"]["per_req_tok_s"]})
     return level
 
 
-async def _sweep_levels(config: BenchConfig, sweep: dict, progress: t.Callable[[dict], None]) -> str | None:
-    """Append completed levels to ``sweep``; return the error that stopped the sweep, if any."""
+async def _sweep_levels(config: BenchConfig, sweep: dict,
+                        progress: t.Callable[[dict], None]) -> tuple[str | None, str | None]:
+    """Append completed levels to ``sweep``; return the error that stopped the sweep and its kind, if any."""
     connector = aiohttp.TCPConnector(limit=0)  # concurrency is bounded by the worker count, not the pool
     timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
     headers = {"Content-Type": "application/json", **auth_headers(config.api_key)}
@@ -582,18 +631,20 @@ async def _sweep_levels(config: BenchConfig, sweep: dict, progress: t.Callable[[
             if config.endpoint == "chat":
                 runner.words = await runner.calibrate_words()
         except BenchAborted as exc:
-            return str(exc)
+            return str(exc), exc.kind
         for concurrency in config.concurrency_levels:
             try:
                 async with asyncio.timeout(config.level_timeout_s):
                     sweep["levels"].append(await _run_level(runner, concurrency, progress))
             except BenchAborted as exc:
-                return f"concurrency {concurrency}: {exc}"
+                sweep["failed_level"] = exc.level
+                return f"concurrency {concurrency}: {exc}", exc.kind
             except TimeoutError:
-                return f"concurrency {concurrency} did not finish within level_timeout_s={config.level_timeout_s:g}"
+                return (f"concurrency {concurrency} did not finish within level_timeout_s={config.level_timeout_s:g}",
+                        "time_limit")
             finally:
                 gc.unfreeze()
-    return None
+    return None, None
 
 
 def run_sweep(config: BenchConfig, on_progress: t.Callable[[dict], None] | None = None) -> dict:
@@ -606,6 +657,6 @@ def run_sweep(config: BenchConfig, on_progress: t.Callable[[dict], None] | None 
     try:
         sweep["model"] = resolve_model(config)
     except BenchAborted as exc:
-        return finish_sweep(sweep, str(exc), on_progress)
-    error = asyncio.run(_sweep_levels(config, sweep, progress))
-    return finish_sweep(sweep, error, on_progress)
+        return finish_sweep(sweep, str(exc), on_progress, exc.kind)
+    error, kind = asyncio.run(_sweep_levels(config, sweep, progress))
+    return finish_sweep(sweep, error, on_progress, kind)

@@ -20,6 +20,7 @@ from pathlib import Path
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
     BenchAborted,
     BenchConfig,
+    check_level,
     finish_sweep,
     make_level,
     new_sweep,
@@ -112,9 +113,9 @@ def run_subprocess(argv: list[str], env: dict[str, str], timeout_s: float | None
         done = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout_s,
                               check=False)
     except subprocess.TimeoutExpired as exc:
-        raise BenchAborted(f"bench_serving did not finish within level_timeout_s={timeout_s:g}") from exc
+        raise BenchAborted(f"bench_serving did not finish within level_timeout_s={timeout_s:g}", "time_limit") from exc
     except OSError as exc:
-        raise BenchAborted(f"cannot run {argv[0]}: {exc}") from exc
+        raise BenchAborted(f"cannot run {argv[0]}: {exc}", "client") from exc
     return done.returncode, done.stdout, done.stderr
 
 
@@ -124,7 +125,7 @@ def _run_once(config: BenchConfig, argv: list[str], output_file: Path, run_comma
     rc, _stdout, stderr = run_command(argv, env, config.level_timeout_s)
     if rc != 0:
         tail = "\n".join(stderr.strip().splitlines()[-STDERR_TAIL_LINES:])
-        raise BenchAborted(f"bench_serving exited with rc={rc}: {tail}")
+        raise BenchAborted(f"bench_serving exited with rc={rc}: {tail}", "client")
     return last_record(output_file)
 
 
@@ -143,13 +144,15 @@ def _run_level(config: BenchConfig, model: str, concurrency: int, ordinal: int, 
         try:
             record = _run_once(config, argv, output_file, run_command)
             run = run_from_bench_serving(record, requested=requests, output_len=config.output_len, repeat=repeat)
-        except (BenchAborted, ValueError) as exc:
+        except BenchAborted as exc:
+            raise BenchAborted(f"repeat {repeat}: {exc}", exc.kind) from exc
+        except ValueError as exc:
             raise BenchAborted(f"repeat {repeat}: {exc}") from exc
         runs.append(run)
         progress({"event": "run_done", "concurrency": concurrency, "repeat": repeat, "repeats": config.repeats,
                   "agg_tok_s": run["agg_tok_s"], "per_req_tok_s": run["per_req_tok_s"], "ok": run["ok"],
                   "failed": run["failed"], "wall_s": run["wall_s"]})
-    level = make_level(concurrency, requests, warmup, runs)
+    level = check_level(make_level(concurrency, requests, warmup, runs), config)
     progress({"event": "level_done", "concurrency": concurrency, "agg_tok_s": level["summary"]["agg_tok_s"],
               "per_req_tok_s": level["summary"]["per_req_tok_s"]})
     return level
@@ -165,11 +168,12 @@ def run_bench_serving_sweep(config: BenchConfig, *, python: str, workdir: Path,
     try:
         sweep["model"] = resolve_model(config)
     except BenchAborted as exc:
-        return finish_sweep(sweep, str(exc), on_progress)
+        return finish_sweep(sweep, str(exc), on_progress, exc.kind)
     for ordinal, concurrency in enumerate(config.concurrency_levels):
         try:
             sweep["levels"].append(_run_level(config, sweep["model"], concurrency, ordinal, python, workdir,
                                               run_command, progress))
         except BenchAborted as exc:
-            return finish_sweep(sweep, f"concurrency {concurrency}: {exc}", on_progress)
+            sweep["failed_level"] = exc.level
+            return finish_sweep(sweep, f"concurrency {concurrency}: {exc}", on_progress, exc.kind)
     return finish_sweep(sweep, None, on_progress)

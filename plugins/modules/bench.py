@@ -25,7 +25,12 @@ description:
   - Ansible cannot stream module output while it runs. Progress lines (one per level start, run and level end) are
     written to O(progress_file); follow them with C(tail -f) on the host.
   - When the server rejects the API key, cannot be reached, dies or hangs, the module fails with a message, and still
-    returns (and writes) the levels completed so far in RV(sweep) with RV(sweep.error) set.
+    returns (and writes) the levels completed so far in RV(sweep) with RV(sweep.error) set. RV(error_kind) says which
+    of these it was, so a caller can tell a configuration that fails under load from a measurement that could not
+    be made.
+  - A level where more than O(max_failed_share) of the timed requests failed is no measurement: the sweep stops
+    there with an error naming the level, the share and sample errors (the level is kept in
+    RV(sweep.failed_level), not in RV(sweep.levels)).
   - The result schema is documented in C(docs/bench-schema.md) of the collection; compare two sweeps with the
     P(llmops.sglang.compare_sweeps#filter) filter and render one with P(llmops.sglang.sweep_table#filter).
 
@@ -124,6 +129,14 @@ options:
         90% of C requests were in flight (ramp-up and drain excluded).
     type: bool
     default: false
+  max_failed_share:
+    description:
+      - Largest share (0 to 1) of a level's timed requests that may fail (HTTP error, timeout, aborted, no tokens)
+        for the level to count as measured. Above it the module fails naming the level, the share and sample
+        errors; throughput over the requests that happened to succeed is not reported as a result.
+      - V(0) tolerates no failed request; V(1) only fails when every request of a run fails.
+    type: float
+    default: 0.01
   seed:
     description:
       - Seed of the random prompts. Prompts differ per request, run and level for a given seed.
@@ -279,6 +292,22 @@ sweep:
       description: Why the sweep stopped early, or null.
       type: str
       sample: null
+    error_kind:
+      description:
+        - Why the sweep stopped, as a word, or null. V(auth) (HTTP 401), V(unreachable) (no connection),
+          V(requests_failed) (every request of a run failed, or more than O(max_failed_share) of a level),
+          V(time_limit) (O(level_timeout_s)), V(server) (an answer the benchmark cannot use), V(client) (the
+          client could not run).
+      type: str
+      sample: null
+    failed_level:
+      description: The level whose failed share exceeded O(max_failed_share) (same keys as a level), or null.
+      type: dict
+      sample: null
+    max_failed_share:
+      description: The O(max_failed_share) the sweep ran with.
+      type: float
+      sample: 0.01
     client:
       description: Versions of the client side.
       type: dict
@@ -301,6 +330,13 @@ progress_file:
   returned: always
   type: str
   sample: /var/lib/sglang-bench/baseline.json.progress
+error_kind:
+  description:
+    - On failure, what failed. V(input) (an option is invalid; nothing was sent), V(client) (the benchmark could not
+      run here, e.g. no aiohttp), or RV(sweep.error_kind) when the sweep stopped early.
+  returned: on failure
+  type: str
+  sample: auth
 """
 
 import contextlib
@@ -346,6 +382,7 @@ def argument_spec() -> dict:
         level_timeout_s=dict(type="float", default=3600.0),
         steady_state=dict(type="bool", default=False),
         seed=dict(type="int", default=0),
+        max_failed_share=dict(type="float", default=0.01),
         output_file=dict(type="path"),
         progress_file=dict(type="path"),
         engine=dict(type="str", choices=list(ENGINES), default="native"),
@@ -361,7 +398,7 @@ def config_from_params(params: dict) -> BenchConfig:
         warmup_requests=params["warmup_requests"], repeats=params["repeats"], input_len=params["input_len"],
         output_len=params["output_len"], request_timeout_s=params["request_timeout_s"],
         level_timeout_s=params["level_timeout_s"], steady_state=params["steady_state"], api_key=params["api_key"],
-        seed=params["seed"],
+        seed=params["seed"], max_failed_share=params["max_failed_share"],
     )
 
 
@@ -399,7 +436,7 @@ def main() -> None:
     try:
         config = config_from_params(params)
     except ValueError as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=str(exc), error_kind="input")
     progress_file = params["progress_file"] or (params["output_file"] + ".progress" if params["output_file"] else None)
     result: dict[str, t.Any] = {
         "changed": False, "output_file": params["output_file"], "progress_file": progress_file,
@@ -415,9 +452,10 @@ def main() -> None:
         if params["output_file"]:
             write_json_atomically(params["output_file"], sweep)
     except (RuntimeError, OSError) as exc:
-        module.fail_json(msg=f"benchmark could not run: {exc}", exception=traceback.format_exc(), **result)
+        module.fail_json(msg=f"benchmark could not run: {exc}", exception=traceback.format_exc(), error_kind="client",
+                         **result)
     if sweep["error"]:
-        module.fail_json(msg=f"benchmark stopped early: {sweep['error']}", **result)
+        module.fail_json(msg=f"benchmark stopped early: {sweep['error']}", error_kind=sweep["error_kind"], **result)
     module.exit_json(**result)
 
 

@@ -7,7 +7,8 @@ It answers /v1/models, /v1/completions, /v1/chat/completions and /generate with 
 meta_info), with a known service time: ``--ttft-ms`` before the first token, then one token every
 ``--token-ms``. It counts requests in flight so tests can check the client's concurrency from the server side
 (GET /stats), enforces ``--api-key`` like SGLang (401 ``{"error": "Unauthorized"}``), and can under-deliver
-tokens (``--short-by``) to exercise the client's token-mismatch check.
+tokens (``--short-by``) to exercise the client's token-mismatch check, and fail every N-th generation request
+with HTTP 503 (``--fail-every``) to exercise the failed-share limit.
 
 Run: ``python fake_sglang_server.py --port 0 ...``; it prints ``PORT <n>`` once listening on 127.0.0.1.
 Tests use ``running_server(...)``, which starts it as a subprocess and always kills it afterwards.
@@ -122,6 +123,15 @@ class FakeSGLang:
         self.next_id += 1
         return f"{self.next_id:032x}"
 
+    @web.middleware
+    async def faults(self, request: web.Request, handler: t.Callable) -> web.StreamResponse:
+        every = self.options.fail_every
+        if every and request.method == "POST":
+            self.generation_requests = getattr(self, "generation_requests", 0) + 1
+            if self.generation_requests % every == 0:
+                return web.json_response({"error": {"message": "emulated overload"}}, status=503)
+        return await handler(request)
+
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         prompt = body["prompt"]
@@ -178,7 +188,7 @@ class FakeSGLang:
                 break
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self.auth])
+        app = web.Application(middlewares=[self.auth, self.faults])
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/stats", self.stats)
         app.router.add_post("/v1/completions", self.completions)
@@ -238,6 +248,7 @@ def main() -> None:
     parser.add_argument("--token-ms", type=float, default=2.0)
     parser.add_argument("--api-key")
     parser.add_argument("--short-by", type=int, default=0)
+    parser.add_argument("--fail-every", type=int, default=0)
     asyncio.run(serve(parser.parse_args()))
 
 

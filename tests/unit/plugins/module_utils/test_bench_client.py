@@ -17,6 +17,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
     apply_chat_event,
     apply_completions_event,
     apply_generate_event,
+    failed_share_error,
     format_progress,
     percentiles,
     run_sweep,
@@ -304,3 +305,60 @@ def test_sweep_document_is_json_serialisable_and_versioned() -> None:
     assert document["schema_version"] == 1 and document["engine"] == "native"
     assert set(document["client"]) == {"python", "aiohttp"} and document["client"]["aiohttp"]
     assert document["input_len"] == 300 and document["output_len"] == 24
+
+
+# ---- failed share (issue 15 item 6) -------------------------------------------------------------------------------
+
+def level_with(failed_per_run: list[int], requests: int = 32) -> dict:
+    runs = [{"requests": requests, "ok": requests - failed, "failed": failed,
+             "error_samples": [f"HTTP 503: overload {index}"] * min(failed, 3)}
+            for index, failed in enumerate(failed_per_run)]
+    return {"concurrency": 16, "runs": runs}
+
+
+def test_failed_share_over_the_limit_is_an_error_naming_share_and_samples() -> None:
+    # 976 of 1024 failed: the case of the issue, which used to be a throughput number with error null.
+    error = failed_share_error(level_with([30] * 32), 0.01)
+    assert error.startswith("960 of 1024 timed requests failed (93.8%, more than max_failed_share=0.01)")
+    assert "HTTP 503: overload 0" in error
+    assert failed_share_error(level_with([0, 0, 0, 1]), 0.01) is None  # 1 of 128 = 0.8%
+    assert failed_share_error(level_with([0, 0, 0, 2]), 0.01) is not None  # 2 of 128 = 1.6%
+    assert failed_share_error(level_with([0, 0, 0, 0]), 0.0) is None
+    assert failed_share_error(level_with([31]), 1.0) is None
+
+
+def test_config_rejects_a_failed_share_outside_zero_to_one() -> None:
+    with pytest.raises(ValueError, match=r"max_failed_share must be a share between 0 and 1"):
+        BenchConfig(base_url="http://127.0.0.1:1", max_failed_share=5)
+    with pytest.raises(ValueError, match=r"max_failed_share must be a number >= 0"):
+        BenchConfig(base_url="http://127.0.0.1:1", max_failed_share=-0.1)
+
+
+def test_a_sweep_whose_level_fails_a_share_of_requests_stops_with_the_level_kept_aside() -> None:
+    """Every 4th request gets HTTP 503: 25% of each level fails, far above the 1% default."""
+    with running_server("--token-ms", "1", "--fail-every", "4") as (base_url, _process):
+        sweep = run_sweep(config(base_url, concurrency_levels=(2, 4), repeats=2, warmup_requests=0))
+    assert sweep["levels"] == []
+    assert sweep["error_kind"] == "requests_failed"
+    assert sweep["error"].startswith("concurrency 2: 2 of 8 timed requests failed (25.0%, more than "
+                                     "max_failed_share=0.01)"), sweep["error"]
+    assert "HTTP 503" in sweep["error"]
+    assert sweep["failed_level"]["concurrency"] == 2 and sweep["failed_level"]["summary"]["failed"] == 2
+
+
+def test_a_tolerated_failed_share_keeps_the_level() -> None:
+    with running_server("--token-ms", "1", "--fail-every", "4") as (base_url, _process):
+        sweep = run_sweep(config(base_url, concurrency_levels=(2,), repeats=2, warmup_requests=0,
+                                 max_failed_share=0.5))
+    assert sweep["error"] is None and sweep["error_kind"] is None and sweep["failed_level"] is None
+    assert sweep["levels"][0]["summary"]["failed"] == 2
+
+
+@pytest.mark.parametrize(("overrides", "kind"), [({"api_key": "sk-wrong"}, "auth"), ({}, "unreachable")])
+def test_a_stopped_sweep_says_what_kind_of_error_stopped_it(overrides: dict, kind: str) -> None:
+    if kind == "unreachable":
+        sweep = run_sweep(config(f"http://127.0.0.1:{closed_port()}"))
+    else:
+        with running_server("--api-key", "sk-right") as (base_url, _process):
+            sweep = run_sweep(config(base_url, **overrides))
+    assert sweep["error_kind"] == kind

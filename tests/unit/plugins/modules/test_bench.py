@@ -120,6 +120,22 @@ def test_bad_options_fail_before_any_request(args: dict, message: str, tmp_path:
     assert code == 1 and message in result["msg"]
 
 
+def test_bad_options_say_they_are_input_errors(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code, result = run_module(small_sweep("http://127.0.0.1:9", concurrency_levels=[0]), tmp_path, capsys)
+    assert code == 1 and result["error_kind"] == "input"
+
+
+def test_a_level_with_a_failed_share_over_the_limit_fails_the_module(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture) -> None:
+    """Issue 15 item 6: most requests failing used to give a throughput number and error null."""
+    with running_server("--token-ms", "1", "--fail-every", "2") as (base_url, _process):
+        code, result = run_module(small_sweep(base_url, warmup_requests=0), tmp_path, capsys)
+    assert code == 1 and result["error_kind"] == "requests_failed"
+    assert result["msg"].startswith("benchmark stopped early: concurrency 2: 4 of 8 timed requests failed (50.0%, "
+                                    "more than max_failed_share=0.01); sample errors: ['HTTP 503"), result["msg"]
+    assert result["sweep"]["levels"] == [] and result["sweep"]["failed_level"]["concurrency"] == 2
+
+
 def test_server_gone_fails_and_keeps_the_partial_sweep_in_the_output_file(tmp_path: Path,
                                                                           capsys: pytest.CaptureFixture) -> None:
     with running_server() as (base_url, _process):
