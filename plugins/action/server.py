@@ -8,22 +8,36 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.template import trust_as_template
-from ansible_collections.llmops.sglang.plugins.module_utils.server_args import systemd_exec_line, to_cli_args
+from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
+    canonical_args, secret_arg_errors, systemd_exec_line, to_cli_args)
 
-DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "roles" / "sglang_server" / "templates" / "sglang.service.j2"
-OWN_OPTIONS = ("model_path", "port", "host", "api_key")
+COLLECTION_ROOT = Path(__file__).resolve().parents[2]
+DEFAULT_TEMPLATE = COLLECTION_ROOT / "roles" / "sglang_server" / "templates" / "sglang.service.j2"
+LAUNCHER_SOURCE = COLLECTION_ROOT / "plugins" / "module_utils" / "sglang_launcher.py"
+DEFAULT_LAUNCHER_PATH = "/usr/local/libexec/llmops-sglang/sglang_launcher.py"
+SERVER_MODULE = "sglang.launch_server"
+OWN_OPTIONS = ("model_path", "port", "host")
+# NVIDIA device nodes a CUDA process opens. DeviceAllow= takes no globs: /dev/nvidia0..N are the
+# "nvidia-frontend" character devices of /proc/devices (major 195), UVM and MIG caps have their own majors.
+DEFAULT_DEVICE_ALLOW = ("/dev/nvidiactl rw", "/dev/nvidia-uvm rw", "/dev/nvidia-uvm-tools rw", "/dev/nvidia-modeset rw",
+                        "char-nvidia-frontend rw", "char-nvidia-uvm rw", "char-nvidia-caps r")
 
 
 def server_command(args: dict) -> list[str]:
-    """The server argv without the API key (that comes from the EnvironmentFile)."""
+    """The server argv, without the API key (the launcher adds it in-process), flags in canonical order:
+    ``<python> <launcher> sglang.launch_server --model-path M --host H --port P --flag ...`` (sorted by flag)."""
     server_args = dict(args.get("server_args") or {})
+    errors = secret_arg_errors(server_args)
+    if errors:
+        raise AnsibleActionFail("; ".join(errors))
     for option in OWN_OPTIONS:
         if option in server_args:
             raise AnsibleActionFail(f"server_args.{option}: set it with the `{option}` option of the module instead")
     server_args = {"model_path": args.get("model_path"), "host": args.get("host", "127.0.0.1"),
                    "port": args.get("port", 30000), **server_args}
     python = args.get("python", "/opt/sglang/venv/bin/python")
-    return [python, "-m", "sglang.launch_server", *to_cli_args(server_args)]
+    launcher = args.get("launcher_path") or DEFAULT_LAUNCHER_PATH
+    return [python, launcher, SERVER_MODULE, *to_cli_args(canonical_args(server_args))]
 
 
 class ActionModule(ActionBase):
@@ -39,6 +53,7 @@ class ActionModule(ActionBase):
                 raise AnsibleActionFail("model_path is required to deploy a server (state started/restarted)")
             command = server_command(module_args)
             module_args["_unit_content"] = self._render_unit(module_args, command, task_vars or {})
+            module_args["_launcher_content"] = LAUNCHER_SOURCE.read_text(encoding="utf-8")
         result.update(self._execute_module(module_name="llmops.sglang.server", module_args=module_args,
                                            task_vars=task_vars))
         if command is not None:
@@ -49,16 +64,20 @@ class ActionModule(ActionBase):
         template = args.get("unit_template")
         source = self._find_needle("templates", template) if template else str(DEFAULT_TEMPLATE)
         template_data = trust_as_template(self._loader.get_text_file_contents(source))
+        env_file = f"{args.get('env_dir', '/etc/sglang')}/{args['name']}.env"
+        device_allow = args.get("device_allow")
         unit_vars = {
             "sglang_unit_name": args["name"],
             "sglang_model_path": args["model_path"],
-            "sglang_exec_start": systemd_exec_line(command)
-            + (" --api-key ${SGLANG_API_KEY}" if args.get("api_key") is not None else ""),
+            "sglang_exec_start": systemd_exec_line(command),
             "sglang_environment": args.get("environment") or {},
-            "sglang_env_file": f"{args.get('env_dir', '/etc/sglang')}/{args['name']}.env",
-            "sglang_user": args.get("user", "root"),
+            "sglang_env_file": env_file,
+            "sglang_api_key_file": env_file if args.get("api_key") else "",
+            "sglang_user": args.get("user", "sglang"),
             "sglang_group": args.get("group"),
             "sglang_working_directory": args.get("working_directory", "/"),
+            "sglang_read_write_paths": list(args.get("read_write_paths") or []),
+            "sglang_device_allow": list(DEFAULT_DEVICE_ALLOW if device_allow is None else device_allow),
         }
         templar = self._templar.copy_with_new_env(searchpath=[str(Path(source).parent)],
                                                   available_variables={**task_vars, **unit_vars})

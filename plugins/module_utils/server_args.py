@@ -48,6 +48,29 @@ def to_cli_args(server_args: Mapping[str, object]) -> list[str]:
     return argv
 
 
+# ServerArgs fields holding secrets: on a command line they are readable by every local user.
+SECRET_ARGS = ("api_key", "admin_api_key")
+# Flags that lead the canonical command line (the rest follow sorted by flag).
+LEADING_ARGS = ("model_path", "host", "port")
+
+
+def secret_arg_errors(server_args: Mapping[str, object]) -> list[str]:
+    """Errors for secrets given in server_args; each tells to use the module's ``api_key`` option."""
+    return [f"server_args.{name}: a key in server_args would be on the server's command line, readable by every "
+            f"local user; set the API key with the `api_key` option (the launcher hands it to SGLang in-process)"
+            + ("; an admin API key is not supported" if name == "admin_api_key" else "")
+            for name in SECRET_ARGS if server_args.get(name) not in (None, False)]
+
+
+def canonical_args(server_args: Mapping[str, object]) -> dict:
+    """``server_args`` in the canonical order: model_path, host, port, then every other field sorted by flag.
+
+    The same arguments in another order give the same command line, so the same unit and no restart."""
+    leading = {name: server_args[name] for name in LEADING_ARGS if name in server_args}
+    rest = sorted((flag_name(name), name) for name in server_args if name not in LEADING_ARGS)
+    return {**leading, **{name: server_args[name] for _, name in rest}}
+
+
 def systemd_exec_line(argv: list[str]) -> str:
     """Quote argv for an ExecStart= line: shell-like quoting, with ``$``/``%`` escaped for systemd."""
     return " ".join(shlex.quote(a).replace("%", "%%").replace("$", "$$") for a in argv)

@@ -35,8 +35,13 @@ options:
     required: true
   state:
     description:
-      - V(started) deploys the unit and makes sure the server runs; it restarts only when the unit changed.
-      - V(restarted) always restarts. V(stopped) stops the service. V(absent) stops it and removes the unit (a backup is kept).
+      - V(started) deploys the unit, enables it (a reboot brings the server back) and makes sure the server runs;
+        it restarts only when the unit or the API key changed.
+      - V(restarted) is V(started) that always restarts.
+      - V(stopped) stops the server now and leaves the unit enabled, as an operator expects of a stop: the next boot
+        starts it again (use V(absent) to keep it off for good).
+      - V(absent) stops and disables the service and removes the unit (a backup of the unit is kept) and the API key
+        file with its backup (a key is never kept for a server that no longer exists).
     type: str
     choices: [started, restarted, stopped, absent]
     default: started
@@ -45,17 +50,27 @@ options:
     type: path
     default: /opt/sglang/venv/bin/python
   model_path:
-    description: Model directory or hub id passed as C(--model-path).
+    description:
+      - Model directory or hub id passed as C(--model-path).
+      - A local path (absolute, C(./)-relative, or existing relative to O(working_directory)) must be a directory
+        holding C(config.json) that O(user) can read and the unit's sandboxing does not hide; anything else must be
+        a hub id (C(org/name)). Checked before anything changes.
     type: str
   server_args:
     description:
       - SGLang server arguments as a mapping of ServerArgs field names (C(tp_size), C(enable_flashinfer_allreduce_fusion), ...).
       - V(true) becomes a bare flag, V(false) and V(null) are omitted, lists expand to several values.
-      - C(model_path), C(port) and C(api_key) are set by their own options.
+      - The unit's command line is canonical (C(--model-path), C(--host), C(--port), then the flags sorted), so the
+        same arguments in another order change nothing and do not restart the server.
+      - C(model_path), C(host) and C(port) are set by their own options. C(api_key) and C(admin_api_key) are refused
+        (on a command line a key is readable by every local user); set the key with O(api_key).
     type: dict
     default: {}
   port:
-    description: HTTP port of the server (C(--port)).
+    description:
+      - HTTP port of the server (C(--port)).
+      - Before anything changes, the task fails naming the process when another process (not this service) listens
+        on it.
     type: int
     default: 30000
   host:
@@ -63,16 +78,27 @@ options:
     type: str
     default: 127.0.0.1
   api_key:
-    description: API key (C(--api-key)). Written to a mode 0600 EnvironmentFile, never into the unit or the logs.
+    description:
+      - API key of the server (SGLang's C(--api-key)); omitted = no authentication, and a key file left by an earlier
+        deploy is removed (with its backup).
+      - Written to C(<env_dir>/<name>.env) (root, mode 0600) and passed by systemd as the C(sglang-api-key)
+        credential (C(LoadCredential=)); the launcher (O(launcher_path)) gives it to SGLang inside the process and
+        writes C(***) in its place in the server's output. It is never in the unit, the server's argv or environment,
+        the journal or this module's result. See C(docs/reliability.md), "Secrets".
     type: str
   environment:
     description: Environment variables of the service (C(CUDA_VISIBLE_DEVICES), C(SGLANG_MOE_CONFIG_DIR), ...).
     type: dict
     default: {}
   user:
-    description: User the server runs as.
+    description:
+      - User the server runs as; it must exist on the host (the C(llmops.sglang.sglang_server) role creates it as a
+        system user without a login shell).
+      - The unit is hardened for it (C(systemd-analyze security) below 5.0): no capabilities, the file system
+        read-only but for C(/var/lib/sglang) (HOME) and C(/var/cache/sglang) (HF, Triton and TorchInductor caches)
+        and O(read_write_paths), NVIDIA devices only (O(device_allow)).
     type: str
-    default: root
+    default: sglang
   group:
     description: Group the server runs as (default the user's primary group).
     type: str
@@ -88,23 +114,49 @@ options:
     type: path
     default: /etc/systemd/system
   env_dir:
-    description: Directory of the EnvironmentFile holding the API key.
+    description: Directory of the root-only file holding the API key (C(<name>.env), C(SGLANG_API_KEY=<key>)).
     type: path
     default: /etc/sglang
+  launcher_path:
+    description:
+      - Where the collection's launcher is installed on the host (root-owned, mode 0755, updated when the collection
+        ships a new one; an update alone does not restart a running server).
+      - The unit runs C(<python> <launcher_path> sglang.launch_server <flags>); the launcher adds the API key to
+        SGLang's argv in-process and masks it in the output, then runs C(sglang.launch_server) as C(python -m) does.
+    type: path
+    default: /usr/local/libexec/llmops-sglang/sglang_launcher.py
+  read_write_paths:
+    description: Paths the server may write besides its state and cache directories (C(ReadWritePaths=); a missing path is ignored).
+    type: list
+    elements: path
+    default: []
+  device_allow:
+    description:
+      - C(DeviceAllow=) entries of the unit (C(DevicePolicy=closed) allows only these and the standard pseudo devices).
+      - Default the NVIDIA nodes; DeviceAllow takes no globs, so C(/dev/nvidia0..N) are C(char-nvidia-frontend).
+    type: list
+    elements: str
   ready_timeout:
     description: Seconds to wait for the server to become ready (weight loading can take many minutes).
     type: int
     default: 1800
   validate_flags:
-    description: Check every flag against C(python -m sglang.launch_server --help) of the host before changing anything.
+    description:
+      - Check every flag against C(python -m sglang.launch_server --help) of the host before changing anything.
+      - Then parse the unit's exact command line with the installed SGLang's own argument parser (C(ServerArgs.add_cli_args),
+        parse only, nothing starts), so a wrong type or value (C(tp_size=four)) fails naming the field.
     type: bool
     default: true
   _unit_content:
     description: Internal; the unit rendered on the controller by the action plugin.
     type: str
+  _launcher_content:
+    description: Internal; the launcher's source, shipped by the action plugin.
+    type: str
 notes:
   - The unit is rendered on the controller by the action plugin of the same name.
-  - The previous unit is kept as C(<unit>.llmops-backup) on the host.
+  - The previous unit is kept as C(<unit>.llmops-backup) on the host. The API key file's backup exists only while a
+    deploy restarts the server (it is restored on rollback and removed otherwise).
 seealso:
   - module: llmops.sglang.server_facts
 """
@@ -140,17 +192,18 @@ unit_path:
   type: str
   sample: /etc/systemd/system/sglang.service
 command:
-  description: The server command line (API key not included).
-  returned: always
+  description: The server command line of the unit (canonical order; the API key is never on it).
+  returned: when the state is started or restarted
   type: list
   elements: str
-  sample: [/opt/sglang/venv/bin/python, -m, sglang.launch_server, --model-path, /srv/models/m, --tp-size, "4"]
+  sample: [/opt/sglang/venv/bin/python, /usr/local/libexec/llmops-sglang/sglang_launcher.py, sglang.launch_server,
+           --model-path, /srv/models/m, --host, 127.0.0.1, --port, "30000", --tp-size, "4"]
 actions:
   description: What was done (or would be done in check mode), in order.
   returned: always
   type: list
   elements: str
-  sample: [write unit, daemon-reload, restart, wait ready]
+  sample: [write unit, daemon-reload, enable sglang.service, restart sglang.service]
 restarted:
   description: Whether the service was (re)started by this task.
   returned: always
@@ -176,15 +229,27 @@ rolled_back:
   description: Whether the previous unit was restored after a failed start.
   returned: on failure
   type: bool
+rollback_seconds:
+  description: Seconds from the restart of the restored previous unit until it was ready on its own host and port.
+  returned: on failure, when a previous unit was restored
+  type: float
+errors:
+  description: Each problem found before anything changed (flags, SGLang's parser, model path, port), naming the field.
+  returned: on failure before any change
+  type: list
+  elements: str
 """
 
 import os
+import pwd
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     parse_help_flags, validate_server_args)
+from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import (
+    preflight_errors, unit_health_url)
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import (
     invocation_log, unit_state, wait_until_ready)
@@ -219,7 +284,9 @@ class ServerDeployment:
 
     def env_content(self) -> str | None:
         key = self.params["api_key"]
-        return None if key is None else f"SGLANG_API_KEY={key}\n"
+        if key and any(c in key for c in "\r\n\0"):
+            self.fail("api_key: a key cannot hold a line break or NUL")
+        return f"SGLANG_API_KEY={key}\n" if key else None
 
     def health_url(self) -> str:
         host = self.params["host"]
@@ -240,6 +307,16 @@ class ServerDeployment:
         if errors:
             self.fail("invalid SGLang flags, nothing was changed: " + "; ".join(errors), errors=errors)
 
+    def preflight(self) -> None:
+        """Model path, SGLang's own parser (with validate_flags) and the port, before anything changes."""
+        def run_python(argv: list) -> tuple:  # with the server's environment
+            env = {key: str(value) for key, value in self.params["environment"].items()}
+            return self.module.run_command(argv, environ_update={**env, "LC_ALL": "C"})
+        errors = preflight_errors(self.run, self.params, self.unit, unit_state(self.run, self.unit).main_pid,
+                                  run_python=run_python, current_unit=self.read(self.unit_path))
+        if errors:
+            self.fail("cannot deploy, nothing was changed: " + "; ".join(errors), errors=errors)
+
     # ---- state changes --------------------------------------------------------------------
     def write_atomically(self, path: str, content: str, mode: int) -> None:
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -251,6 +328,44 @@ class ServerDeployment:
                 shutil.copy2(path, path + BACKUP_SUFFIX)
             elif os.path.exists(path + BACKUP_SUFFIX):
                 os.remove(path + BACKUP_SUFFIX)  # a stale backup must not resurrect a file that was absent
+
+    def discard_env_backup(self) -> None:
+        """The key file's backup exists for a rollback only: once the deploy is decided it must not outlive it."""
+        if os.path.exists(self.env_path + BACKUP_SUFFIX):
+            os.remove(self.env_path + BACKUP_SUFFIX)
+
+    def install_launcher(self) -> bool:
+        """Install (or update) the collection's launcher; True when it changed (or would, in check mode)."""
+        path, content = self.params["launcher_path"], self.params["_launcher_content"]
+        if not content:
+            return False
+        try:
+            current = os.stat(path)
+            unchanged = (self.read(path) == content and current.st_uid == 0 and current.st_mode & 0o7777 == 0o755)
+        except FileNotFoundError:
+            unchanged = False
+        if unchanged:
+            return False
+        if not self.module.check_mode:
+            self.write_atomically(path, content, 0o755)
+            os.chown(path, 0, 0)
+        self.actions.append("write launcher")
+        return True
+
+    def check_user(self) -> None:
+        user = self.params["user"]
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            message = (f"user: {user} does not exist on the host; create it (the llmops.sglang.sglang_server role "
+                       f"does) or set `user`")
+            if not self.module.check_mode:
+                self.fail(message + ", nothing was changed")
+            self.module.warn(message)
+
+    def enabled(self) -> bool:
+        rc, out, _ = self.run(["systemctl", "is-enabled", self.unit])
+        return out.strip() == "enabled"
 
     def restore_backup(self) -> bool:
         restored = False
@@ -266,25 +381,30 @@ class ServerDeployment:
             self.fail(f"systemctl {' '.join(args)} failed: {err.strip() or out.strip()}")
         self.actions.append(" ".join(args))
 
-    def restart_and_wait(self):
+    def restart_and_wait(self, health_url: str | None = None):
         self.systemctl("restart", self.unit)
-        return wait_until_ready(self.run, self.unit, self.health_url(), self.params["ready_timeout"])
+        return wait_until_ready(self.run, self.unit, health_url or self.health_url(), self.params["ready_timeout"])
 
     # ---- states ---------------------------------------------------------------------------
     def present(self, force_restart: bool) -> dict:
         new_unit = self.params["_unit_content"]
         new_env = self.env_content()
+        self.check_user()
         old_unit, old_env = self.read(self.unit_path), self.read(self.env_path)
         unit_changed = old_unit != new_unit
-        env_changed = new_env is not None and old_env != new_env
+        env_changed = old_env != new_env  # a key given, changed or taken away
+        launcher_changed = self.install_launcher()  # not a restart: the code only matters at the next start
         state = unit_state(self.run, self.unit)
+        needs_enable = unit_changed or not self.enabled()
         needs_restart = force_restart or unit_changed or env_changed or not state.running
-        result = {"changed": unit_changed or env_changed or needs_restart, "restarted": False,
+        result = {"changed": unit_changed or env_changed or needs_restart or needs_enable or launcher_changed,
+                  "restarted": False,
                   "diff": {"before": old_unit or "", "after": new_unit,
                            "before_header": self.unit_path, "after_header": self.unit_path}}
-        if self.module.check_mode or not result["changed"]:
-            self.actions += [a for a, on in (("write unit", unit_changed), ("write environment file", env_changed),
-                                             ("restart", needs_restart)) if on]
+        if self.module.check_mode or not (unit_changed or env_changed or needs_restart or needs_enable):
+            env_action = "write API key file" if new_env else "remove API key file"
+            self.actions += [a for a, on in (("write unit", unit_changed), (env_action, env_changed),
+                                             (f"enable {self.unit}", needs_enable), ("restart", needs_restart)) if on]
             if state.running and not self.module.check_mode:
                 result.update(invocation_id=state.invocation_id, startup_log=invocation_log(self.run, state.invocation_id))
             return result
@@ -293,37 +413,49 @@ class ServerDeployment:
         if unit_changed:
             self.write_atomically(self.unit_path, new_unit, 0o644)
             self.actions.append("write unit")
-        if env_changed:
+        if env_changed and new_env is not None:
             self.write_atomically(self.env_path, new_env, 0o600)
-            self.actions.append("write environment file")
+            self.actions.append("write API key file")
+        elif env_changed:
+            os.remove(self.env_path)
+            self.actions.append("remove API key file")
         self.systemctl("daemon-reload")
+        if needs_enable:
+            self.systemctl("enable", self.unit)
+        if not needs_restart:
+            self.discard_env_backup()
+            return result
         ready = self.restart_and_wait()
         result.update(restarted=True, invocation_id=ready.invocation_id, startup_log=ready.log,
                       ready_seconds=round(ready.seconds, 3))
         if not ready.ready:
             self.handle_failed_start(ready, had_previous=old_unit is not None)
+        self.discard_env_backup()
         return result
 
     def handle_failed_start(self, ready, had_previous: bool) -> None:
         facts = parse_startup_log(ready.log)
         failure = facts.get("error") or {"kind": "unknown", "message": ready.reason, "lines": []}
-        rolled_back = False
+        rolled_back, rollback = False, {}
         restored_note = "there was no previous unit, so the service is left stopped"
         self.run(["systemctl", "stop", self.unit])
         if had_previous and self.restore_backup():
             self.systemctl("daemon-reload")
-            previous = self.restart_and_wait()
-            rolled_back = previous.ready
+            # the previous unit answers on its own host/port, which this deploy may have changed
+            previous = self.restart_and_wait(unit_health_url(self.read(self.unit_path)))
+            rolled_back, rollback = previous.ready, {"rollback_seconds": round(previous.seconds, 3)}
             restored_note = ("the previous unit was restored and is running again" if previous.ready
                              else f"the previous unit was restored but did not become ready: {previous.reason}")
         else:
             self.actions.append("stop")
+        self.discard_env_backup()
         suggestion = failure.get("suggestion")
         lines = "\n".join(failure.get("lines") or [])
         self.fail(f"SGLang failed to start ({failure['kind']}): {failure['message']}. {ready.reason}; {restored_note}."
                   + (f" SGLang suggests: {suggestion}" if suggestion else "")
                   + (f"\nLog lines:\n{lines}" if lines else ""),
-                  failure=failure, rolled_back=rolled_back, startup_log=ready.log, invocation_id=ready.invocation_id)
+                  failure=failure, rolled_back=rolled_back, startup_log=ready.log, invocation_id=ready.invocation_id,
+                  **rollback)
 
     def stopped(self) -> dict:
         state = unit_state(self.run, self.unit)
@@ -334,11 +466,14 @@ class ServerDeployment:
 
     def absent(self) -> dict:
         result = self.stopped()
-        exists = os.path.exists(self.unit_path) or os.path.exists(self.env_path)
+        exists = any(os.path.exists(p) for p in (self.unit_path, self.env_path, self.env_path + BACKUP_SUFFIX))
         result["changed"] = result["changed"] or exists
         result["diff"] = {"before": self.read(self.unit_path) or "", "after": ""}
         if exists and not self.module.check_mode:
+            if os.path.exists(self.unit_path):
+                self.systemctl("disable", self.unit)
             self.backup()
+            self.discard_env_backup()  # the unit's backup is kept; a key is not kept for a removed server
             for path in (self.unit_path, self.env_path):
                 if os.path.exists(path):
                     os.remove(path)
@@ -359,15 +494,19 @@ def main() -> None:
             host=dict(type="str", default="127.0.0.1"),
             api_key=dict(type="str", no_log=True),
             environment=dict(type="dict", default={}),
-            user=dict(type="str", default="root"),
+            user=dict(type="str", default="sglang"),
             group=dict(type="str"),
             working_directory=dict(type="path", default="/"),
             unit_template=dict(type="path"),
             unit_dir=dict(type="path", default="/etc/systemd/system"),
             env_dir=dict(type="path", default="/etc/sglang"),
+            launcher_path=dict(type="path", default="/usr/local/libexec/llmops-sglang/sglang_launcher.py"),
+            read_write_paths=dict(type="list", elements="path", default=[]),
+            device_allow=dict(type="list", elements="str"),
             ready_timeout=dict(type="int", default=1800),
             validate_flags=dict(type="bool", default=True),
             _unit_content=dict(type="str"),
+            _launcher_content=dict(type="str"),
         ),
         required_if=[("state", "started", ("model_path", "_unit_content")),
                      ("state", "restarted", ("model_path", "_unit_content"))],
@@ -378,6 +517,7 @@ def main() -> None:
     if state in ("started", "restarted"):
         if module.params["validate_flags"]:
             deployment.validate_flags()
+        deployment.preflight()
         result = deployment.present(force_restart=state == "restarted")
     elif state == "stopped":
         result = deployment.stopped()

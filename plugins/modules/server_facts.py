@@ -15,6 +15,9 @@ description:
     merged, with the source of every value.
   - Effective capacity (max_running_requests, KV tokens), arguments the server changed by itself,
     MoE configs used / fallen back / missing, warnings, readiness and the classified error.
+  - Secrets are masked in the whole result, whatever their source (O(api_key), the service's key file, C(/server_info),
+    the log), every C(api_key) / C(admin_api_key) value (C(server_info.api_key), C(facts.server_args.api_key), ...)
+    is V(***), and the key itself is replaced by V(***) wherever else it would appear.
 author:
   - llmops.sglang contributors (@llmops)
 extends_documentation_fragment:
@@ -72,7 +75,7 @@ mismatches:
   type: list
   elements: dict
 server_info:
-  description: The raw C(/server_info) document, or null when not reachable.
+  description: The C(/server_info) document (secrets masked as V(***)), or null when not reachable.
   returned: success
   type: dict
 invocation_id:
@@ -91,6 +94,7 @@ from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible.module_utils.urls import open_url
+from ansible_collections.llmops.sglang.plugins.module_utils.secrets import mask_secrets
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import invocation_log, unit_state
 
@@ -186,8 +190,9 @@ def main() -> None:
     except (OSError, RuntimeError, PermissionError) as exc:
         module.fail_json(msg=str(exc))
     facts, sources, mismatches = merge(parse_startup_log(text), server_info)
-    module.exit_json(facts=facts, sources=sources, mismatches=mismatches, server_info=server_info,
-                     log_lines=text.count("\n"), **result)
+    module.exit_json(**mask_secrets({"facts": facts, "sources": sources, "mismatches": mismatches,
+                                     "server_info": server_info, "log_lines": text.count("\n"), **result},
+                                    [api_key]))
 
 
 if __name__ == "__main__":

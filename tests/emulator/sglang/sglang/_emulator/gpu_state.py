@@ -30,7 +30,9 @@ def state_dir(profile_state_dir: str) -> Path:
 
 
 def write_usage(directory: Path, process_name: str, memory_mib: dict[int, int]) -> Path:
-    directory.mkdir(parents=True, exist_ok=True)
+    if not directory.is_dir():
+        directory.mkdir(parents=True, exist_ok=True)
+        directory.chmod(0o1777)  # like /dev/shm itself: servers of any user publish here
     path = directory / f"gpu-usage-{os.getpid()}.json"
     temporary = path.with_suffix(".tmp")
     temporary.write_text(json.dumps({"process_name": process_name, "memory_mib": memory_mib}), encoding="utf-8")

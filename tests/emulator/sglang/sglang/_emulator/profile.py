@@ -142,7 +142,7 @@ class Profile:
     moe_tuned_speedup: float = 1.0
     moe_fallback_speedup: float = 1.0
     description: str = ""
-    state_dir: str = "/run/sglang-emulator"
+    state_dir: str = "/dev/shm/sglang-emulator"
     startup: StartupTimes = field(default_factory=StartupTimes)
     prefill: PrefillModel = field(default_factory=PrefillModel)
     speculative: SpeculativeModel = field(default_factory=SpeculativeModel)
