@@ -85,8 +85,9 @@ _value:
       elements: str
     error:
       description:
-        - C(kind) (oom, cuda_error, warmup_failed, config_error, runtime_error, unknown_traceback), C(message)
-          (the key line), C(lines) (traceback tail, at most 30), C(suggestion) (SGLang's own fix text or null).
+        - C(kind) (port_in_use, oom, cuda_error, warmup_failed, config_error, runtime_error, unknown_traceback),
+          C(message) (the key line), C(lines) (traceback tail, at most 30), C(suggestion) (SGLang's own fix text,
+          for port_in_use which address to free or change; null when there is none).
         - Null when the log has no error.
       type: dict
     timings:

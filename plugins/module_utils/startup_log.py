@@ -304,8 +304,8 @@ def _key_values(message: str, complete: bool) -> dict[str, str]:
 # --- errors ----------------------------------------------------------------------------------------
 
 # Every line `_line_error_kind` classifies contains one of these (lower-case); others skip the checks.
-_ERROR_HINTS = ("error", "memory", "exception", "failed", "not supported", "sigquit")
-_ERROR_KINDS = ("oom", "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback")
+_ERROR_HINTS = ("error", "memory", "exception", "failed", "not supported", "sigquit", "already in use")
+_ERROR_KINDS = ("port_in_use", "oom", "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback")
 _TRACEBACK_HEADER = "Traceback (most recent call last):"
 _EXCEPTION_LINE_RE = re.compile(
     r"(?P<type>(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Timeout))(?::\s*(?P<text>.*))?$"
@@ -324,6 +324,8 @@ def _line_error_kind(message: str) -> str | None:
     lowered = message.lower()
     if not any(hint in lowered for hint in _ERROR_HINTS):
         return None
+    if "address already in use" in lowered or "eaddrinuse" in lowered:
+        return "port_in_use"
     if "not enough memory" in lowered or "out of memory" in lowered or "OutOfMemoryError" in message:
         return "oom"
     if "CUDA error" in message or "cuda graph failed" in lowered:
@@ -342,6 +344,21 @@ def _line_error_kind(message: str) -> str | None:
     if "Scheduler hit an exception" in message or "Received sigquit from a child process" in message:
         return "runtime_error"
     return None
+
+
+# uvicorn/asyncio/uvloop: "[Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): address already in use"
+_BIND_ADDRESS_RE = re.compile(r"bind on address \('(?P<host>[^']*)', (?P<port>\d+)(?:, \d+, \d+)?\)")
+
+
+def _port_in_use_suggestion(message: str) -> str:
+    """Ours (SGLang prints none): which address, and the two ways out."""
+    match = _BIND_ADDRESS_RE.search(message)
+    if match is None:
+        return ("Another process holds a port the server needs (the HTTP --port, or the torch distributed "
+                "--nccl-port / --dist-init-addr port): find it with `ss -ltnp`, stop it or choose a free port.")
+    host, port = match.group("host"), match.group("port")
+    return (f"Another process is listening on {host}:{port}: find it with `ss -ltnp 'sport = :{port}'`, "
+            f"stop it or set --port (the module's `port`) to a free port.")
 
 
 def _suggestion(lines: list[str]) -> str | None:
@@ -428,7 +445,10 @@ def _find_error(records: list[_Record]) -> dict[str, Any] | None:
     if not candidates:
         return None
     best = min(candidates, key=lambda candidate: (candidate.rank, candidate.position))
-    return {"kind": best.kind, "message": best.message, "lines": best.lines, "suggestion": _suggestion(best.lines)}
+    suggestion = _suggestion(best.lines)
+    if suggestion is None and best.kind == "port_in_use":
+        suggestion = _port_in_use_suggestion(best.message)
+    return {"kind": best.kind, "message": best.message, "lines": best.lines, "suggestion": suggestion}
 
 
 # --- the parser ------------------------------------------------------------------------------------

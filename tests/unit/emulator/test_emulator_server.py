@@ -454,6 +454,23 @@ def test_too_high_mem_fraction_fails_cuda_graph_capture(launch) -> None:
     assert "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)" in log
 
 
+def test_port_in_use_is_uvicorns_bind_error(launch, monkeypatch) -> None:
+    """uvicorn logs the event loop's OSError as is (`logger.error(exc)`), shuts the lifespan down and exits 1."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        monkeypatch.setitem(globals(), "free_port", lambda: port)
+        server = launch(BASELINE, wait_ready=False)
+        assert server.process.wait(20) == 1
+    messages = server.messages("")
+    bind_error = (f"ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', {port}): "
+                  f"address already in use")
+    assert messages[-3:] == [bind_error, "INFO:     Waiting for application shutdown.",
+                             "INFO:     Application shutdown complete."]
+    assert READY not in server.log()
+
+
 def test_crash_after_ready_exits_non_zero_with_traceback(launch, tmp_path: Path) -> None:
     server = launch(BASELINE, write_profile(tmp_path, failures={"crash_after_ready_s": 200.0}))
     assert server.process.wait(20) == 1

@@ -25,7 +25,7 @@ RTX_DOWN = NEW_CONFIGS + "triton_3_6_0/E=256,N=256,device_name=NVIDIA_RTX_PRO_60
 H100_DIR = "/sgl-workspace/sglang/python/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_5_1/"
 SPEC_RESET = ("Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
               "setting --max-running-requests.")
-ERROR_KINDS = {"oom", "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback"}
+ERROR_KINDS = {"port_in_use", "oom", "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback"}
 
 
 def read_log(name: str) -> str:
@@ -363,6 +363,32 @@ def test_unknown_traceback():
     assert error["lines"][0] == "Traceback (most recent call last):"
 
 
+def test_port_in_use():
+    """uvicorn's bind error (the event loop's text) is the operator's cause, with where to look and what to change."""
+    facts = facts_of("port_in_use.log")
+    error = facts["error"]
+    assert error["kind"] == "port_in_use"
+    assert error["message"] == ("ERROR:    [Errno 98] error while attempting to bind on address ('127.0.0.1', 30000): "
+                                "address already in use")
+    assert error["suggestion"] == ("Another process is listening on 127.0.0.1:30000: find it with "
+                                   "`ss -ltnp 'sport = :30000'`, stop it or set --port (the module's `port`) to a free port.")
+    assert facts["ready"] is False and facts["tp_size"] == 4
+
+
+PORT_IN_USE_IPV6 = """\
+[2026-03-11 13:41:30] ERROR:    [Errno 98] error while attempting to bind on address ('::1', 30000, 0, 0): address already in use
+[2026-03-11 13:41:30] Received sigquit from a child process. It usually means the child failed.
+"""
+
+NCCL_PORT_IN_USE = """\
+[2026-03-11 13:41:30 TP0] Scheduler hit an exception: Traceback (most recent call last):
+  File "/opt/sglang/venv/lib/python3.12/site-packages/torch/distributed/rendezvous.py", line 189, in _create_c10d_store
+    return TCPStore(
+torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use
+[2026-03-11 13:41:31] Received sigquit from a child process. It usually means the child failed.
+"""
+
+
 OOM_DURING_CAPTURE = """\
 [2026-03-11 13:41:30 TP1] Scheduler hit an exception: Traceback (most recent call last):
   File "/opt/sglang/venv/lib/python3.12/site-packages/sglang/srt/model_executor/cuda_graph_runner.py", line 393, in __init__
@@ -419,6 +445,15 @@ KeyError: 'model.layers.47.mlp.experts.w2_weight'
         (UNSUPPORTED_ARG, "config_error",
          "ValueError: fa3 attention backend is not supported on this GPU (compute capability 12.0)", None),
         (SCHEDULER_KEYERROR, "runtime_error", "KeyError: 'model.layers.47.mlp.experts.w2_weight'", None),
+        (PORT_IN_USE_IPV6, "port_in_use",
+         "ERROR:    [Errno 98] error while attempting to bind on address ('::1', 30000, 0, 0): address already in use",
+         "Another process is listening on ::1:30000: find it with `ss -ltnp 'sport = :30000'`, stop it or set --port "
+         "(the module's `port`) to a free port."),
+        (NCCL_PORT_IN_USE, "port_in_use",
+         "torch.distributed.DistNetworkError: The server socket has failed to listen on any local network address. "
+         "port: 29500, useIpv6: false, code: -98, name: EADDRINUSE, message: address already in use",
+         "Another process holds a port the server needs (the HTTP --port, or the torch distributed --nccl-port / "
+         "--dist-init-addr port): find it with `ss -ltnp`, stop it or choose a free port."),
     ],
 )
 def test_error_classification(text, kind, message, suggestion):

@@ -126,10 +126,16 @@ class EmulatedServer:
         try:
             await web.TCPSite(self.runner, self.args.host, self.args.port, shutdown_timeout=SHUTDOWN_GRACE_S).start()
         except OSError as exc:
-            uvicorn_logger.error(
-                f"[Errno {exc.errno}] error while attempting to bind on address "
-                f"{(self.args.host, self.args.port)!r}: {(exc.strerror or str(exc)).lower()}"
-            )
+            # uvicorn's Server.startup: `logger.error(exc)`, the lifespan shutdown, sys.exit(1). The event
+            # loop (asyncio and uvloop alike) already raised "[Errno 98] error while attempting to bind on
+            # address ('127.0.0.1', 30000): address already in use".
+            text = str(exc)
+            if "error while attempting to bind" not in text:
+                text = (f"[Errno {exc.errno}] error while attempting to bind on address "
+                        f"{(self.args.host, self.args.port)!r}: {(exc.strerror or text).lower()}")
+            uvicorn_logger.error(text)
+            uvicorn_logger.info("Waiting for application shutdown.")
+            uvicorn_logger.info("Application shutdown complete.")
             return False
         uvicorn_logger.info(f"Uvicorn running on http://{self.args.host}:{self.args.port} (Press CTRL+C to quit)")
         return True
