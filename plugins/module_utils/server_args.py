@@ -67,8 +67,8 @@ def canonical_args(server_args: Mapping[str, object]) -> dict:
 
     The same arguments in another order give the same command line, so the same unit and no restart."""
     leading = {name: server_args[name] for name in LEADING_ARGS if name in server_args}
-    rest = sorted((flag_name(name), name) for name in server_args if name not in LEADING_ARGS)
-    return {**leading, **{name: server_args[name] for _, name in rest}}
+    rest = sorted((name for name in server_args if name not in LEADING_ARGS), key=flag_name)
+    return {**leading, **{name: server_args[name] for name in rest}}
 
 
 def systemd_exec_line(argv: list[str]) -> str:

@@ -123,10 +123,10 @@ def main(argv: list[str] | None = None, environ=None) -> None:
     argv = list(sys.argv if argv is None else argv)
     environ = os.environ if environ is None else environ
     if len(argv) < 2 or argv[1].startswith("-"):
-        sys.exit(f"usage: {argv[0]} MODULE [ARGS...]  (e.g. sglang.launch_server --model-path ...)")
+        raise SystemExit(f"usage: {argv[0]} MODULE [ARGS...]  (e.g. sglang.launch_server --model-path ...)")
     module, args = argv[1], argv[2:]
     if any(a == "--api-key" or a.startswith("--api-key=") for a in args):
-        sys.exit(f"{argv[0]}: --api-key on the command line is readable by every local user; "
+        raise SystemExit(f"{argv[0]}: --api-key on the command line is readable by every local user; "
                  f"pass the key as the {CREDENTIAL} credential (or {ENV_KEY}) instead")
     key = take_key(environ)
     if key:

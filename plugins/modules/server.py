@@ -38,7 +38,7 @@ options:
       - V(started) deploys the unit, enables it (a reboot brings the server back) and makes sure the server runs;
         it restarts only when the unit or the API key changed.
       - V(restarted) is V(started) that always restarts.
-      - V(stopped) stops the server now and leaves the unit enabled, as an operator expects of a stop: the next boot
+      - V(stopped) stops the server now and leaves the unit enabled, as an operator expects of a stop; the next boot
         starts it again (use V(absent) to keep it off for good).
       - V(absent) stops and disables the service and removes the unit (a backup of the unit is kept) and the API key
         file with its backup (a key is never kept for a server that no longer exists).
@@ -94,7 +94,7 @@ options:
     description:
       - User the server runs as; it must exist on the host (the C(llmops.sglang.sglang_server) role creates it as a
         system user without a login shell).
-      - The unit is hardened for it (C(systemd-analyze security) below 5.0): no capabilities, the file system
+      - The unit is hardened for it (C(systemd-analyze security) below 5.0) with no capabilities, the file system
         read-only but for C(/var/lib/sglang) (HOME) and C(/var/cache/sglang) (HF, Triton and TorchInductor caches)
         and O(read_write_paths), NVIDIA devices only (O(device_allow)).
     type: str
@@ -364,8 +364,7 @@ class ServerDeployment:
             self.module.warn(message)
 
     def enabled(self) -> bool:
-        rc, out, _ = self.run(["systemctl", "is-enabled", self.unit])
-        return out.strip() == "enabled"
+        return self.run(["systemctl", "is-enabled", self.unit])[1].strip() == "enabled"
 
     def restore_backup(self) -> bool:
         restored = False

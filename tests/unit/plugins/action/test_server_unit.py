@@ -1,0 +1,77 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The unit llmops.sglang.server renders: canonical command line (reordered args, same unit), the API key never in
+it, the hardening the GPU server needs."""
+from __future__ import annotations
+
+import itertools
+
+import jinja2
+import pytest
+from ansible.errors import AnsibleActionFail
+
+from ansible_collections.llmops.sglang.plugins.action.server import (
+    DEFAULT_DEVICE_ALLOW, DEFAULT_LAUNCHER_PATH, DEFAULT_TEMPLATE, server_command)
+from ansible_collections.llmops.sglang.plugins.module_utils.server_args import systemd_exec_line
+
+ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN", "enable_fused_moe_sum_all_reduce": True,
+        "cuda_graph_bs": [1, 2, 4], "max_running_requests": None, "mem_fraction_static": 0.8}
+
+
+def render(server_args: dict, api_key: str | None = None, **overrides) -> str:
+    """The default template rendered with the variables the action plugin passes (plain Jinja, same filters)."""
+    args = {"name": "sglang", "model_path": "/srv/models/m", "port": 30000, "server_args": server_args,
+            "api_key": api_key, **overrides}
+    template = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True).from_string(DEFAULT_TEMPLATE.read_text())
+    return template.render(
+        sglang_unit_name="sglang", sglang_model_path=args["model_path"],
+        sglang_exec_start=systemd_exec_line(server_command(args)), sglang_environment={"CUDA_VISIBLE_DEVICES": "0,1"},
+        sglang_env_file="/etc/sglang/sglang.env", sglang_api_key_file="/etc/sglang/sglang.env" if api_key else "",
+        sglang_user="sglang", sglang_group=None, sglang_working_directory="/", sglang_read_write_paths=[],
+        sglang_device_allow=list(DEFAULT_DEVICE_ALLOW))
+
+
+def test_command_is_canonical_model_host_port_first_then_flags_sorted():
+    command = server_command({"model_path": "/srv/models/m", "server_args": ARGS})
+    assert command[:3] == ["/opt/sglang/venv/bin/python", DEFAULT_LAUNCHER_PATH, "sglang.launch_server"]
+    assert command[3:9] == ["--model-path", "/srv/models/m", "--host", "127.0.0.1", "--port", "30000"]
+    flags = [a for a in command[9:] if a.startswith("--")]
+    assert flags == sorted(flags) == ["--cuda-graph-bs", "--enable-fused-moe-sum-all-reduce",
+                                      "--mem-fraction-static", "--speculative-algorithm", "--tp-size"]
+    assert command[command.index("--cuda-graph-bs") + 1:][:3] == ["1", "2", "4"], "a list keeps its own order"
+
+
+def test_the_same_args_in_any_order_render_the_same_unit():
+    units = {render(dict(order)) for order in itertools.permutations(ARGS.items())}
+    assert len(units) == 1
+
+
+def test_the_key_is_never_in_the_unit_only_the_credential_is():
+    with_key = render(ARGS, api_key="sk-never-in-unit")
+    assert "sk-never-in-unit" not in with_key and "--api-key" not in with_key and "SGLANG_API_KEY" not in with_key
+    assert "LoadCredential=sglang-api-key:/etc/sglang/sglang.env" in with_key
+    assert "EnvironmentFile" not in with_key
+    assert "LoadCredential" not in render(ARGS)
+
+
+@pytest.mark.parametrize("secret", ["api_key", "admin_api_key"])
+def test_a_secret_in_server_args_is_refused(secret):
+    with pytest.raises(AnsibleActionFail, match=f"server_args.{secret}: .*`api_key` option"):
+        server_command({"model_path": "/srv/models/m", "server_args": {**ARGS, secret: "k"}})
+
+
+def test_hardening_of_a_gpu_server():
+    unit = render(ARGS)
+    lines = set(unit.splitlines())
+    for expected in ("User=sglang", "CapabilityBoundingSet=", "NoNewPrivileges=yes", "ProtectSystem=strict",
+                     "ProtectHome=yes", "PrivateTmp=yes", "DevicePolicy=closed", "DeviceAllow=/dev/nvidiactl rw",
+                     "DeviceAllow=/dev/nvidia-uvm rw", "DeviceAllow=char-nvidia-frontend rw",
+                     "ReadOnlyPaths=-/srv/models/m", "StateDirectory=sglang", "CacheDirectory=sglang",
+                     "Environment=HOME=/var/lib/sglang", "Environment=HF_HOME=/var/cache/sglang/huggingface",
+                     "Environment=TRITON_CACHE_DIR=/var/cache/sglang/triton", "SystemCallArchitectures=native",
+                     "RestrictNamespaces=yes", "WantedBy=multi-user.target"):
+        assert expected in lines, expected
+    # CUDA needs W+X memory and libcuda reads /proc/driver/nvidia.
+    assert not any(line.startswith(("MemoryDenyWriteExecute=", "ProcSubset=")) for line in lines)
+    # The operator's environment comes after the defaults, so it wins (systemd: the last assignment counts).
+    assert unit.index("Environment=HOME=") < unit.index('Environment="CUDA_VISIBLE_DEVICES=0,1"')
