@@ -1,0 +1,94 @@
+"""llmops.sglang.server under faults on a sandbox host: a failed start that also moved the port rolls back
+to the previous unit on its own port, fast; a port held by another process, a wrong value type and a
+missing model path fail before anything changes (check mode too), naming the field."""
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from tests.integration.sglang_server import BASELINE, deploy, host_state, http_status
+
+pytestmark = pytest.mark.sandbox
+
+PORT = 30000  # the role's default, where BASELINE serves
+NEW_PORT = 30011
+SQUATTER = "llmops-test-port-squatter.service"
+
+
+def server_snapshot(fleet, host) -> tuple:
+    """(unit text, invocation id, active state, MainPID) of sglang.service."""
+    main_pid = fleet.run(host, "systemctl", "show", "-p", "MainPID", "--value", "sglang.service").stdout.strip()
+    return (*host_state(fleet, host), main_pid)
+
+
+@pytest.fixture
+def baseline(fleet, runner, gpu1) -> tuple:
+    """BASELINE serving on PORT; the snapshot of it."""
+    result, _ = deploy(runner, BASELINE)
+    assert result.status == "successful", result.stdout
+    assert http_status(fleet, gpu1, PORT) == 200
+    return server_snapshot(fleet, gpu1)
+
+
+def test_failed_start_on_a_new_port_rolls_back_on_the_previous_port_fast(fleet, runner, gpu1, baseline):
+    started = time.monotonic()
+    # too small a static fraction: "Not enough memory" at start (see test_server_deploy), and a new port
+    result, res = deploy(runner, {**BASELINE, "mem_fraction_static": 0.5},
+                         sglang_server_port=NEW_PORT, sglang_server_ready_timeout=300)
+    elapsed = time.monotonic() - started
+    assert result.status == "failed", result.stdout
+    assert res["failure"]["kind"] == "oom" and res["rolled_back"] is True, res["msg"]
+    assert "the previous unit was restored and is running again" in res["msg"]
+    print(f"rollback_seconds={res['rollback_seconds']} play_seconds={elapsed:.1f}")
+    assert res["rollback_seconds"] < 60, "the rollback must wait on the previous unit's own port"
+    assert elapsed < 150, f"the whole failed deploy took {elapsed:.0f}s (ready_timeout 300)"
+    unit, invocation, active, _ = server_snapshot(fleet, gpu1)
+    assert unit == baseline[0] and active == "active" and invocation != baseline[1]
+    assert http_status(fleet, gpu1, PORT) == 200
+    assert http_status(fleet, gpu1, NEW_PORT) == 0
+
+
+@pytest.fixture
+def squatter(fleet, gpu1):
+    """Another process (its own transient unit) listening on NEW_PORT; stopped afterwards."""
+    fleet.run(gpu1, "systemd-run", f"--unit={SQUATTER}", "--collect", "--quiet",
+              "python3", "-m", "http.server", "--bind", "127.0.0.1", str(NEW_PORT))
+    try:
+        deadline = time.monotonic() + 20
+        while http_status(fleet, gpu1, NEW_PORT, "/") != 200:
+            assert time.monotonic() < deadline, "the squatter never listened"
+            time.sleep(0.2)
+        yield fleet.run(gpu1, "systemctl", "show", "-p", "MainPID", "--value", SQUATTER).stdout.strip()
+    finally:
+        fleet.run(gpu1, "systemctl", "stop", SQUATTER, check=False)
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["apply", "check_mode"])
+def test_port_held_by_another_process_fails_before_any_change(fleet, runner, gpu1, baseline, squatter, check):
+    result, res = deploy(runner, BASELINE, sglang_server_port=NEW_PORT, check=check)
+    assert result.status == "failed", result.stdout
+    msg = res["msg"]
+    assert msg.startswith("cannot deploy, nothing was changed: port: 127.0.0.1:30011 is already in use by "
+                          f"pid {squatter} (")
+    assert "http.server" in msg and SQUATTER in msg, msg
+    assert res["actions"] == []
+    assert server_snapshot(fleet, gpu1) == baseline, "unit and running server must be untouched"
+    assert http_status(fleet, gpu1, PORT) == 200
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["apply", "check_mode"])
+def test_wrong_value_type_fails_before_any_change(fleet, runner, gpu1, baseline, check):
+    result, res = deploy(runner, {**BASELINE, "tp_size": "four"}, check=check)
+    assert result.status == "failed", result.stdout
+    assert "server_args.tp_size: invalid int value 'four' (SGLang's parser)" in res["msg"], res["msg"]
+    assert res["errors"] == ["server_args.tp_size: invalid int value 'four' (SGLang's parser)"]
+    assert server_snapshot(fleet, gpu1) == baseline
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["apply", "check_mode"])
+def test_missing_model_path_fails_before_any_change(fleet, runner, gpu1, baseline, check):
+    result, res = deploy(runner, BASELINE, sglang_server_model_path="/srv/models/does-not-exist", check=check)
+    assert result.status == "failed", result.stdout
+    assert res["errors"] == ["model_path: /srv/models/does-not-exist does not exist on the host"], res["msg"]
+    assert server_snapshot(fleet, gpu1) == baseline
