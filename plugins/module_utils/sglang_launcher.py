@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None, environ=None) -> None:
     module, args = argv[1], argv[2:]
     if any(a == "--api-key" or a.startswith("--api-key=") for a in args):
         raise SystemExit(f"{argv[0]}: --api-key on the command line is readable by every local user; "
-                 f"pass the key as the {CREDENTIAL} credential (or {ENV_KEY}) instead")
+                         f"pass the key as the {CREDENTIAL} credential (or {ENV_KEY}) instead")
     key = take_key(environ)
     if key:
         sys.stdout = RedactingStream(sys.stdout, key)

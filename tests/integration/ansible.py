@@ -54,7 +54,8 @@ class PlaybookRunner:
 
     def run(self, playbook: str | Path, extravars: dict | None = None, *, limit: str | None = None,
             check: bool = False, diff: bool = False, tags: str | None = None,
-            inventory: Path | None = None) -> PlaybookResult:
+            inventory: Path | None = None, verbosity: int = 0) -> PlaybookResult:
+        """Run ``playbook``; ``verbosity`` 3 is ``-vvv`` (module arguments, results, connection details)."""
         RUNNER_TMP.mkdir(parents=True, exist_ok=True)
         private_data_dir = tempfile.mkdtemp(prefix="run-", dir=RUNNER_TMP)
         cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
@@ -67,6 +68,7 @@ class PlaybookRunner:
                 limit=limit,
                 tags=tags,
                 cmdline=cmdline or None,
+                verbosity=verbosity or None,
                 quiet=True,
                 envvars={
                     "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",

@@ -23,8 +23,8 @@ except OSError:
 
 
 def deploy(runner: PlaybookRunner, server_args: dict, **extra) -> tuple[PlaybookResult, dict]:
-    """Run the role on gpu1; ``extra`` holds role variables plus ``check``/``diff`` for the command line."""
-    flags = {k: extra.pop(k) for k in ("check", "diff") if k in extra}
+    """Run the role on gpu1; ``extra`` holds role variables plus ``check``/``diff``/``verbosity`` for the command line."""
+    flags = {k: extra.pop(k) for k in ("check", "diff", "verbosity") if k in extra}
     result = runner.run(PLAYBOOK, {"sglang_server_args": server_args, **extra}, limit="gpu1", **flags)
     return result, result.task_results(TASK).get("gpu1", {})
 

@@ -26,6 +26,14 @@ def test_deploy_then_idempotent_rerun(fleet, runner, gpu1):
     assert res2["changed"] is False and res2["restarted"] is False
     assert host_state(fleet, gpu1)[1] == invocation, "an unchanged deploy must not restart the server"
 
+    # The same args in another order: the unit is canonical, so nothing changes and nothing restarts.
+    reordered = dict(reversed(list(BASELINE.items())))
+    assert list(reordered) != list(BASELINE)
+    third, res3 = deploy(runner, reordered)
+    assert third.status == "successful"
+    assert res3["changed"] is False and res3["restarted"] is False and res3["command"] == res["command"]
+    assert host_state(fleet, gpu1)[:2] == (unit, invocation), "reordered args must not rewrite the unit or restart"
+
 
 def test_changed_flag_restarts_and_diff_shows_it(fleet, runner, gpu1):
     deploy(runner, BASELINE)
