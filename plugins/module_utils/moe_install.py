@@ -180,14 +180,20 @@ def apply_changes(changes: list[Change], backup_root: str, keep_backup: bool) ->
     return None
 
 
+def read_manifest(backup_dir: str) -> dict:
+    """A backup's manifest: ``entries`` (``path``, ``backup`` relative to the backup dir or None when the
+    install created the file) and ``created_dirs``."""
+    try:
+        with open(os.path.join(backup_dir, MANIFEST), encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError) as exc:
+        raise ValueError(f"backup_dir: {backup_dir} is not a moe_configs backup ({exc})") from None
+
+
 def restore_backup(backup_dir: str, check_mode: bool = False) -> dict:
     """Put the files a backup recorded back exactly: replaced files get their old content, created
     files and directories are removed. Running it twice changes nothing the second time."""
-    try:
-        with open(os.path.join(backup_dir, MANIFEST), encoding="utf-8") as handle:
-            manifest = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"backup_dir: {backup_dir} is not a moe_configs backup ({exc})") from None
+    manifest = read_manifest(backup_dir)
     restored, removed = [], []
     for entry in reversed(manifest["entries"]):
         path = entry["path"]

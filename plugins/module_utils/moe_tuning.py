@@ -20,6 +20,7 @@ import re
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -314,17 +315,21 @@ class TunerRun:
     stderr: str
 
 
-def run_tuner(argv: list[str], cwd: str, env: dict[str, str], timeout_s: float) -> TunerRun:
+def run_tuner(argv: list[str], cwd: str, env: dict[str, str], timeout_s: float,
+              on_start: Callable[[int], None] | None = None) -> TunerRun:
     """Run one tuner invocation in its own process group; output goes to ``cwd``/tuner.{out,err}.
 
     At the timeout the whole group (driver, Ray's raylet/GCS/workers) gets SIGTERM, then SIGKILL
-    after a grace period; stragglers of a finished run are ended the same way.
+    after a grace period; stragglers of a finished run are ended the same way. ``on_start`` gets the
+    group's id (the host's guard ends it when the controller went away).
     """
     paths = (os.path.join(cwd, "tuner.out"), os.path.join(cwd, "tuner.err"))
     started = time.monotonic()
     with open(paths[0], "wb") as out, open(paths[1], "wb") as err:
         process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                    start_new_session=True)
+        if on_start is not None:
+            on_start(process.pid)
         try:
             rc, timed_out = process.wait(timeout=max(timeout_s, 0.0)), False
         except subprocess.TimeoutExpired:

@@ -72,6 +72,7 @@ topology:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu import parse_query_gpu, query_gpu_argv, summarize
+from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import renew_leases
 
 
 def main() -> None:
@@ -80,6 +81,7 @@ def main() -> None:
                            topology=dict(type="bool", default=True)),
         supports_check_mode=True,
     )
+    renew_leases()  # the controller is alive: the host's guards of this stage wait on
     nvidia_smi = module.get_bin_path(module.params["nvidia_smi"])
     if nvidia_smi is None:
         module.fail_json(msg=f"nvidia_smi: `{module.params['nvidia_smi']}` was not found on the host; "

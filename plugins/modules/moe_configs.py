@@ -165,6 +165,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import t
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
     apply_changes, install_changes, list_configs, read_requested, restore_backup, seed_changes, validation_errors)
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang
+from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import renew_leases
 
 
 class InvalidConfigs(ValueError):
@@ -256,6 +257,7 @@ def main() -> None:
         required_if=[("state", "restored", ("backup_dir",))],
         supports_check_mode=True,
     )
+    renew_leases()  # the controller is alive: the host's guards of this stage wait on
     try:
         result = STATES[module.params["state"]](module)
     except (ValueError, OSError) as exc:

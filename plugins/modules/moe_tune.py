@@ -302,6 +302,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail, merge_into_checkpoint,
     operand_bytes, ray_cluster_gpus, read_checkpoint, read_search_space_file, resolve_batch_sizes, run_tuner,
     search_space_plan, sha256_of, tuner_command, tuner_device_name, tuner_environment, visible_gpu_count)
+from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import Work, guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
 
 
@@ -442,14 +443,15 @@ def invocation_dir(work_dir: str, prefix: str) -> str:
     return tempfile.mkdtemp(prefix=prefix, dir=parent)
 
 
-def chunk_step(module: AnsibleModule) -> dict:
+def chunk_step(module: AnsibleModule, work: Work) -> dict:
     params, plan, chunk = module.params, module.params["_plan"], module.params["_chunk"]
     run_dir = invocation_dir(params["work_dir"], f"{plan['kernel']}-M{chunk[0]}-")
     argv = tuner_command(params["python"], plan["tuner_dir"], kernel=plan["kernel"], mode="tune",
                          model_path=params["model_path"], tp_size=params["tp_size"], ep_size=params["ep_size"],
                          tuner_args=params["tuner_args"], batch_sizes=chunk, search_space_file=plan["search_space_file"],
                          gate_up_config=params["gate_up_config"], out_dir=run_dir)
-    run = run_tuner(argv, run_dir, tuner_environment(dict(os.environ), params["environment"]), params["_timeout"])
+    run = run_tuner(argv, run_dir, tuner_environment(dict(os.environ), params["environment"]), params["_timeout"],
+                    on_start=work.add_process_group)
     output = os.path.join(run_dir, plan["file_name"])
     if run.timed_out or run.rc != 0 or not os.path.exists(output):
         raise chunk_failure(plan, chunk, run, run_dir)
@@ -492,13 +494,14 @@ def finish_step(module: AnsibleModule) -> dict:
     return {"changed": changed, "output_file": plan["output_file"]}
 
 
-def benchmark_step(module: AnsibleModule) -> dict:
+def benchmark_step(module: AnsibleModule, work: Work) -> dict:
     params, plan = module.params, module.params["_plan"]
     run_dir = invocation_dir(params["work_dir"], "benchmark-")
     argv = tuner_command(params["python"], plan["tuner_dir"], kernel="up", mode="benchmark",
                          model_path=params["model_path"], tp_size=params["tp_size"], ep_size=params["ep_size"],
                          tuner_args=params["tuner_args"], batch_sizes=plan["batch_sizes"])
-    run = run_tuner(argv, run_dir, tuner_environment(dict(os.environ), params["environment"]), params["_timeout"])
+    run = run_tuner(argv, run_dir, tuner_environment(dict(os.environ), params["environment"]), params["_timeout"],
+                    on_start=work.add_process_group)
     results = parse_tuner_benchmark_output(run.stdout)
     missing = [size for size in plan["batch_sizes"] if results.get(size, {}).get("kernel_us") is None]
     if run.timed_out or run.rc != 0 or missing:
@@ -511,7 +514,9 @@ def benchmark_step(module: AnsibleModule) -> dict:
                              for size in plan["batch_sizes"]}}
 
 
-STEPS = {"plan": plan_step, "chunk": chunk_step, "finish": finish_step, "benchmark": benchmark_step}
+STEPS = {"plan": plan_step, "finish": finish_step}
+# Steps that start the tuner: they register its process group with the host's guard.
+TUNER_STEPS = {"chunk": chunk_step, "benchmark": benchmark_step}
 
 
 def main() -> None:
@@ -538,7 +543,7 @@ def main() -> None:
             environment=dict(type="dict", default={}),
             timeout=dict(type="int", default=43200),
             force=dict(type="bool", default=False),
-            _step=dict(type="str", choices=list(STEPS), default="plan"),
+            _step=dict(type="str", choices=[*STEPS, *TUNER_STEPS], default="plan"),
             _plan=dict(type="dict"),
             _chunk=dict(type="list", elements="int"),
             _timeout=dict(type="float"),
@@ -547,10 +552,12 @@ def main() -> None:
                      ("_step", "benchmark", ("_plan", "_timeout"))],
         supports_check_mode=True,
     )
-    try:
-        result = STEPS[module.params["_step"]](module)
-    except (ValueError, OSError) as exc:
-        module.fail_json(msg=str(exc), **getattr(exc, "details", {}))
+    step = module.params["_step"]
+    with guarded_work() as work:
+        try:
+            result = TUNER_STEPS[step](module, work) if step in TUNER_STEPS else STEPS[step](module)
+        except (ValueError, OSError) as exc:
+            module.fail_json(msg=str(exc), **getattr(exc, "details", {}))
     module.exit_json(**result)
 
 

@@ -73,6 +73,7 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import model_moe_shape, triton_dir_for
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
+from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import renew_leases
 
 
 def main() -> None:
@@ -82,6 +83,7 @@ def main() -> None:
                            moe_config_dir=dict(type="path")),
         supports_check_mode=True,
     )
+    renew_leases()  # the controller is alive: the host's guards of this stage wait on
     params = module.params
     try:
         probe = probe_sglang(module.run_command, params["python"])
