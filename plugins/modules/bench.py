@@ -357,6 +357,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
     run_sweep,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_serving import run_bench_serving_sweep
+from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import sweep_table
 
 DEFAULT_HOST = "127.0.0.1"
@@ -446,7 +447,7 @@ def main() -> None:
     if module.check_mode:
         module.exit_json(msg="check mode: no request sent", **result)
     try:
-        with progress_writer(progress_file) as on_progress:
+        with guarded_work(), progress_writer(progress_file) as on_progress:
             sweep = run(module, config, on_progress)
         result.update(sweep=sweep, table=sweep_table(sweep))
         if params["output_file"]:

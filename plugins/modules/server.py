@@ -250,6 +250,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     parse_help_flags, validate_server_args)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import (
     preflight_errors, unit_health_url)
+from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import (
     invocation_log, unit_state, wait_until_ready)
@@ -513,15 +514,16 @@ def main() -> None:
     )
     deployment = ServerDeployment(module)
     state = module.params["state"]
-    if state in ("started", "restarted"):
-        if module.params["validate_flags"]:
-            deployment.validate_flags()
-        deployment.preflight()
-        result = deployment.present(force_restart=state == "restarted")
-    elif state == "stopped":
-        result = deployment.stopped()
-    else:
-        result = deployment.absent()
+    with guarded_work():  # a start can take many minutes: the host's guard of this stage must not fire meanwhile
+        if state in ("started", "restarted"):
+            if module.params["validate_flags"]:
+                deployment.validate_flags()
+            deployment.preflight()
+            result = deployment.present(force_restart=state == "restarted")
+        elif state == "stopped":
+            result = deployment.stopped()
+        else:
+            result = deployment.absent()
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(unit_path=deployment.unit_path, actions=deployment.actions, **result)
