@@ -38,8 +38,9 @@ options:
   files:
     description:
       - File name (relative to O(dir), no C(..)) to content. Mappings and lists become JSON.
-      - V(null) content writes nothing for that name (a record that does not exist, e.g. the sweep of a candidate
-        that failed to start).
+      - V(null) content means there is no such record (e.g. the sweep of a candidate that failed to start): nothing is
+        written for that name, and a file of that name left by an earlier attempt (a C(failure.txt) of a start that
+        failed before the same measurement succeeded) is removed.
     type: dict
     required: true
 """
@@ -63,6 +64,11 @@ paths:
   elements: str
 written:
   description: Files whose content changed (written unless in check mode).
+  returned: always
+  type: list
+  elements: str
+removed:
+  description: Files of O(files) with V(null) content that existed and were removed (unless in check mode).
   returned: always
   type: list
   elements: str

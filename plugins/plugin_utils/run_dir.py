@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import typing as t
 from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
@@ -34,3 +35,13 @@ def write_files(directory: Path, files: dict[str, str], *, check_mode: bool = Fa
             path.parent.mkdir(parents=True, exist_ok=True)
             write_atomically(str(path), planned[path].encode("utf-8"))
     return changed
+
+
+def remove_files(directory: Path, names: t.Iterable[str], *, check_mode: bool = False) -> list[Path]:
+    """Remove the records ``names`` that exist (a stale failure.txt once the same measurement succeeded, a stale
+    sweep.json once it failed); returns those paths (nothing is removed in check mode)."""
+    present = [path for path in (relative_path(directory, name) for name in names) if path.is_file()]
+    if not check_mode:
+        for path in present:
+            path.unlink()
+    return present

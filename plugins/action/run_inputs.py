@@ -1,0 +1,38 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""llmops.sglang.run_inputs: check a tuning run's inputs on the controller before a stage changes anything."""
+from __future__ import annotations
+
+from ansible.errors import AnsibleActionFail
+from ansible.plugins.action import ActionBase
+from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import validate_run_inputs
+
+OPTIONS = ("stages", "force", "bench", "compare", "policy", "moe", "flag_sets", "baseline_args", "inventory_hosts")
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _requires_connection = False
+
+    def run(self, tmp=None, task_vars=None):
+        result = super().run(tmp, task_vars)
+        args = self.validate_argument_spec(argument_spec={
+            "stages": {"type": "raw"},
+            "force": {"type": "raw"},
+            "bench": {"type": "raw"},
+            "compare": {"type": "raw"},
+            "policy": {"type": "raw"},
+            "moe": {"type": "raw"},
+            "flag_sets": {"type": "raw"},
+            "baseline_args": {"type": "raw"},
+            "inventory_hosts": {"type": "list", "elements": "str"},
+        })[1]
+        inputs = {name: args[name] for name in OPTIONS if args.get(name) is not None}
+        errors = validate_run_inputs(inputs)
+        if errors:
+            raise AnsibleActionFail(
+                f"{len(errors)} input error{'s' if len(errors) > 1 else ''}, nothing was changed: " + "; ".join(errors),
+                result={"errors": errors})
+        result.update(changed=False, checked=sorted(name for name in inputs if name != "inventory_hosts"),
+                      errors=[], msg="inputs can work")
+        return result

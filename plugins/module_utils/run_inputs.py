@@ -1,0 +1,354 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Checks of a tuning run's inputs (the variables of the tuning_run role and the inventory's candidate flag sets).
+
+Note that this module util is private to the llmops.sglang collection; do not use it from other collections.
+
+Every stage begins with these checks (action ``llmops.sglang.run_inputs``), on the controller, before anything
+is deployed: a benchmark option, comparison option, decision policy or MoE setting that cannot work would
+otherwise surface only after a candidate was deployed, where its error would be taken for the candidate's
+failure. Each problem is one message that names the variable and the element, says what is expected and what was
+given, e.g. ``tuning_run_bench.concurrency_levels[0]: must be a positive integer, got 0``.
+
+Values are taken the way Ansible's module argument types take them (``"5"`` is an integer, ``"yes"`` a boolean,
+``"1,4"`` a list), so an AWX survey or ``-e key=value`` is judged by what the modules would receive.
+"""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+import typing as t
+
+STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify", "report")
+FORCEABLE_STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify")
+BENCH_ENDPOINTS = ("completions", "chat", "generate")
+BENCH_ENGINES = ("native", "sglang_bench_serving")
+# Options of llmops.sglang.bench the pipeline sets itself (server address, key, files).
+BENCH_PIPELINE_OWNED = {"base_url": "sglang_port", "host": "sglang_port", "port": "sglang_port",
+                        "api_key": "sglang_api_key", "output_file": None, "progress_file": None}
+COMPARE_METRICS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s")
+VERDICTS = ("improved",)
+MOE_SEARCH_SPACES = ("full", "prefiltered")
+# A trial's name is a directory of the run (flags/<host>/trials/<name>/).
+TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+BOOL_TRUE = ("yes", "on", "1", "true", "y", "t")
+BOOL_FALSE = ("no", "off", "0", "false", "n", "f")
+
+
+class InputError(ValueError):
+    """One input that cannot work; the message starts with the variable path."""
+
+
+def _got(value: t.Any) -> str:
+    return f"got {value!r}" if not isinstance(value, (dict, list)) else f"got a {type(value).__name__}"
+
+
+def _did_you_mean(word: str, known: t.Iterable[str]) -> str:
+    close = difflib.get_close_matches(str(word), list(known), n=1)
+    return f"; did you mean {close[0]!r}?" if close else ""
+
+
+def as_int(path: str, value: t.Any, *, minimum: int | None = None, what: str | None = None) -> int:
+    number: int | None = None
+    if isinstance(value, int) and not isinstance(value, bool):
+        number = value
+    elif isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
+        number = int(value)
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    description = what or ("an integer" if minimum is None else
+                           "a positive integer" if minimum == 1 else f"an integer >= {minimum}")
+    if number is None or (minimum is not None and number < minimum):
+        raise InputError(f"{path}: must be {description}, {_got(value)}")
+    return number
+
+
+def as_number(path: str, value: t.Any, *, minimum: float | None = None, strict: bool = False,
+              maximum: float | None = None) -> float:
+    number: float | None = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        number = float(value)
+    elif isinstance(value, str):
+        try:
+            number = float(value)
+        except ValueError:
+            number = None
+    if number is not None and not math.isfinite(number):
+        number = None
+    low_ok = number is not None and (minimum is None or number > minimum or (not strict and number == minimum))
+    high_ok = number is not None and (maximum is None or number <= maximum)
+    if not (low_ok and high_ok):
+        if minimum is not None and maximum is not None:
+            bound = f"a number between {minimum:g} and {maximum:g}"
+        elif minimum is not None:
+            bound = f"a number {'>' if strict else '>='} {minimum:g}"
+        else:
+            bound = "a number"
+        raise InputError(f"{path}: must be {bound}, {_got(value)}")
+    return number
+
+
+def as_bool(path: str, value: t.Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in BOOL_TRUE + BOOL_FALSE:
+        return value.strip().lower() in BOOL_TRUE
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    raise InputError(f"{path}: must be true or false, {_got(value)}")
+
+
+def as_choice(path: str, value: t.Any, choices: t.Sequence[str]) -> str:
+    if isinstance(value, str) and value in choices:
+        return value
+    hint = _did_you_mean(value, choices) if isinstance(value, str) else ""
+    raise InputError(f"{path}: must be one of {', '.join(choices)}, {_got(value)}{hint}")
+
+
+def as_list(path: str, value: t.Any) -> list:
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    raise InputError(f"{path}: must be a list (or a comma-separated string), {_got(value)}")
+
+
+def as_mapping(path: str, value: t.Any) -> dict:
+    if not isinstance(value, dict):
+        raise InputError(f"{path}: must be a mapping, {_got(value)}")
+    return value
+
+
+class Checker:
+    """Collects every problem instead of stopping at the first, so one run of a stage shows all of them."""
+
+    def __init__(self) -> None:
+        self.errors: list[str] = []
+
+    def check(self, function: t.Callable[..., t.Any], *args: t.Any, **kwargs: t.Any) -> t.Any:
+        try:
+            return function(*args, **kwargs)
+        except InputError as exc:
+            self.errors.append(str(exc))
+            return None
+
+    def unknown_keys(self, path: str, mapping: dict, known: t.Iterable[str], extra: str = "") -> None:
+        known = list(known)
+        for key in mapping:
+            if key not in known:
+                self.errors.append(f"{path}.{key}: unknown key{_did_you_mean(key, known)} (known: "
+                                   f"{', '.join(known)}){extra}")
+
+
+def stage_names(checker: Checker, path: str, value: t.Any, allowed: t.Sequence[str]) -> list[str]:
+    names = checker.check(as_list, path, value)
+    if names is None:
+        return []
+    for index, name in enumerate(names):
+        if not isinstance(name, str) or name not in allowed:
+            hint = _did_you_mean(name, allowed) if isinstance(name, str) else ""
+            checker.errors.append(f"{path}[{index}]: unknown stage {name!r}{hint}; stages are {', '.join(allowed)}")
+    return names
+
+
+def check_stages(checker: Checker, stages: t.Any, force: t.Any) -> None:
+    names = stage_names(checker, "tuning_run_stages (-e stages)", stages, STAGES)
+    if not names and not checker.errors:
+        checker.errors.append(f"tuning_run_stages (-e stages): lists no stage; stages are {', '.join(STAGES)}")
+    if isinstance(force, bool):
+        return
+    if isinstance(force, str) and force.strip().lower() in BOOL_TRUE + BOOL_FALSE:
+        return
+    stage_names(checker, "tuning_run_force (-e force)", force, FORCEABLE_STAGES)
+
+
+def check_bench(checker: Checker, bench: t.Any) -> None:
+    path = "tuning_run_bench"
+    bench = checker.check(as_mapping, path, bench)
+    if bench is None:
+        return
+    known = ("concurrency_levels", "repeats", "input_len", "output_len", "endpoint", "request_timeout_s",
+             "level_timeout_s", "requests_per_level", "warmup_requests", "max_failed_share", "steady_state", "seed",
+             "engine", "model")
+    for key in bench:
+        if key in BENCH_PIPELINE_OWNED:
+            owner = BENCH_PIPELINE_OWNED[key]
+            checker.errors.append(f"{path}.{key}: set by the pipeline, not here"
+                                  + (f" (it follows {owner})" if owner else ""))
+    checker.unknown_keys(path, {k: v for k, v in bench.items() if k not in BENCH_PIPELINE_OWNED}, known)
+    levels: list[int] = []
+    if "concurrency_levels" in bench:
+        raw = checker.check(as_list, f"{path}.concurrency_levels", bench["concurrency_levels"])
+        if raw is not None and not raw:
+            checker.errors.append(f"{path}.concurrency_levels: must list at least one concurrency, got []")
+        for index, value in enumerate(raw or []):
+            level = checker.check(as_int, f"{path}.concurrency_levels[{index}]", value, minimum=1)
+            if level is not None:
+                levels.append(level)
+    for key in ("repeats", "input_len", "output_len"):
+        if key in bench:
+            checker.check(as_int, f"{path}.{key}", bench[key], minimum=1)
+    for key in ("request_timeout_s", "level_timeout_s"):
+        if key in bench and not (key == "level_timeout_s" and bench[key] is None):
+            checker.check(as_number, f"{path}.{key}", bench[key], minimum=0, strict=True)
+    if bench.get("requests_per_level") is not None:
+        requests = checker.check(as_int, f"{path}.requests_per_level", bench["requests_per_level"], minimum=1)
+        if requests is not None and levels and max(levels) > requests:
+            checker.errors.append(f"{path}.requests_per_level: {requests} cannot keep {max(levels)} requests in flight "
+                                  "(the largest of concurrency_levels); raise it or leave it unset (max(2*C, 4))")
+    if bench.get("warmup_requests") is not None:
+        checker.check(as_int, f"{path}.warmup_requests", bench["warmup_requests"], minimum=0)
+    if "max_failed_share" in bench:
+        checker.check(as_number, f"{path}.max_failed_share", bench["max_failed_share"], minimum=0, maximum=1)
+    if "steady_state" in bench:
+        checker.check(as_bool, f"{path}.steady_state", bench["steady_state"])
+    if "seed" in bench:
+        checker.check(as_int, f"{path}.seed", bench["seed"])
+    if "endpoint" in bench:
+        checker.check(as_choice, f"{path}.endpoint", bench["endpoint"], BENCH_ENDPOINTS)
+    if "engine" in bench:
+        checker.check(as_choice, f"{path}.engine", bench["engine"], BENCH_ENGINES)
+    if bench.get("model") is not None and (not isinstance(bench["model"], str) or not bench["model"].strip()):
+        checker.errors.append(f"{path}.model: must be a model name (or null for the server's first), "
+                              f"{_got(bench['model'])}")
+
+
+def check_compare(checker: Checker, compare: t.Any) -> None:
+    path = "tuning_run_compare"
+    compare = checker.check(as_mapping, path, compare)
+    if compare is None:
+        return
+    checker.unknown_keys(path, compare, ("metric", "min_effect_pct", "noise_band_pct", "alpha", "n_boot", "seed"))
+    if "metric" in compare:
+        checker.check(as_choice, f"{path}.metric", compare["metric"], COMPARE_METRICS)
+    for key in ("min_effect_pct", "noise_band_pct"):
+        if key in compare:
+            checker.check(as_number, f"{path}.{key}", compare[key], minimum=0)
+    if "alpha" in compare:
+        alpha = checker.check(as_number, f"{path}.alpha", compare["alpha"], minimum=0, strict=True, maximum=1)
+        if alpha == 1:
+            checker.errors.append(f"{path}.alpha: must be below 1, got {compare['alpha']!r}")
+    if "n_boot" in compare:
+        checker.check(as_int, f"{path}.n_boot", compare["n_boot"], minimum=100,
+                      what="an integer >= 100 (bootstrap resamples)")
+    if "seed" in compare:
+        checker.check(as_int, f"{path}.seed", compare["seed"])
+
+
+def check_policy(checker: Checker, policy: t.Any) -> None:
+    path = "tuning_run_policy"
+    policy = checker.check(as_mapping, path, policy)
+    if policy is None:
+        return
+    checker.unknown_keys(path, policy, ("require_verdict", "max_capacity_loss_pct", "allow_low_confidence"))
+    if "require_verdict" in policy:
+        checker.check(as_choice, f"{path}.require_verdict", policy["require_verdict"], VERDICTS)
+    if policy.get("max_capacity_loss_pct") is not None:
+        checker.check(as_number, f"{path}.max_capacity_loss_pct", policy["max_capacity_loss_pct"], minimum=0,
+                      maximum=100)
+    if "allow_low_confidence" in policy:
+        checker.check(as_bool, f"{path}.allow_low_confidence", policy["allow_low_confidence"])
+
+
+def check_moe(checker: Checker, moe: t.Any, inventory_hosts: t.Sequence[str] | None) -> None:
+    path = "tuning_run_moe"
+    moe = checker.check(as_mapping, path, moe)
+    if moe is None:
+        return
+    checker.unknown_keys(path, moe, ("batch_sizes", "search_space", "work_dir", "timeout", "force", "tune_hosts"))
+    sizes = moe.get("batch_sizes")
+    if sizes is not None and sizes != "auto":
+        if isinstance(sizes, str) and not re.fullmatch(r"[\d,\s]+", sizes):
+            checker.errors.append(f"{path}.batch_sizes: must be null (SGLang's defaults), auto or a list of positive "
+                                  f"integers, {_got(sizes)}")
+        else:
+            raw = checker.check(as_list, f"{path}.batch_sizes", sizes)
+            if raw is not None and not raw:
+                checker.errors.append(f"{path}.batch_sizes: an empty list tunes nothing; use null for SGLang's "
+                                      "defaults or auto")
+            for index, value in enumerate(raw or []):
+                checker.check(as_int, f"{path}.batch_sizes[{index}]", value, minimum=1)
+    space = moe.get("search_space")
+    if "search_space" in moe and space not in MOE_SEARCH_SPACES and not (
+            isinstance(space, str) and space.startswith("/")):
+        checker.errors.append(f"{path}.search_space: must be full, prefiltered or the absolute path of a JSON list of "
+                              f"configs, {_got(space)}{_did_you_mean(space, MOE_SEARCH_SPACES) if isinstance(space, str) else ''}")
+    if "work_dir" in moe and not (isinstance(moe["work_dir"], str) and moe["work_dir"].startswith("/")):
+        checker.errors.append(f"{path}.work_dir: must be an absolute path on the host, {_got(moe['work_dir'])}")
+    if "timeout" in moe:
+        checker.check(as_number, f"{path}.timeout", moe["timeout"], minimum=0, strict=True)
+    if "force" in moe:
+        checker.check(as_bool, f"{path}.force", moe["force"])
+    if moe.get("tune_hosts"):
+        hosts = checker.check(as_list, f"{path}.tune_hosts", moe["tune_hosts"])
+        for index, host in enumerate(hosts or []):
+            if not isinstance(host, str) or (inventory_hosts is not None and host not in inventory_hosts):
+                checker.errors.append(f"{path}.tune_hosts[{index}]: {host!r} is not a host of the inventory"
+                                      f"{_did_you_mean(host, inventory_hosts or []) if isinstance(host, str) else ''}")
+        if hosts and len(set(map(str, hosts))) != len(hosts):
+            checker.errors.append(f"{path}.tune_hosts: lists a host twice: {hosts}")
+
+
+def check_flag_sets(checker: Checker, flag_sets: t.Any) -> None:
+    path = "sglang_candidate_flag_sets"
+    sets = checker.check(as_list, path, flag_sets) if not isinstance(flag_sets, str) else None
+    if isinstance(flag_sets, str):
+        checker.errors.append(f"{path}: must be a list of {{name, args}}, {_got(flag_sets)}")
+    seen: dict[str, int] = {}
+    for index, entry in enumerate(sets or []):
+        where = f"{path}[{index}]"
+        if not isinstance(entry, dict):
+            checker.errors.append(f"{where}: must be a mapping with name and args, {_got(entry)}")
+            continue
+        checker.unknown_keys(where, entry, ("name", "args"))
+        name = entry.get("name")
+        if not isinstance(name, str) or not TRIAL_NAME.match(name):
+            checker.errors.append(f"{where}.name: must be a name of letters, digits, '.', '_' or '-' (it names the "
+                                  f"trial's directory), {_got(name)}")
+        elif name in seen:
+            checker.errors.append(f"{where}.name: {name!r} is also the name of {path}[{seen[name]}]; names must be "
+                                  "unique (each names its trial's directory)")
+        else:
+            seen[name] = index
+        args = entry.get("args")
+        if not isinstance(args, dict) or not args:
+            checker.errors.append(f"{where}.args: must be a non-empty mapping of SGLang server args "
+                                  f"(e.g. {{enable_torch_compile: true}}), {_got(args)}")
+            continue
+        for flag in args:
+            if not isinstance(flag, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", flag):
+                checker.errors.append(f"{where}.args: {flag!r} is not a server arg name (like tp_size or "
+                                      "enable_torch_compile, without the leading --)")
+
+
+def check_baseline_args(checker: Checker, args: t.Any) -> None:
+    path = "sglang_baseline_args"
+    mapping = checker.check(as_mapping, path, args)
+    for flag in mapping or {}:
+        if not isinstance(flag, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", flag):
+            checker.errors.append(f"{path}: {flag!r} is not a server arg name (like tp_size, without the leading --)")
+
+
+def validate_run_inputs(inputs: dict) -> list[str]:
+    """Every problem of the run's inputs, as messages naming the variable; empty when all can work.
+
+    ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``policy``, ``moe``, ``flag_sets``,
+    ``baseline_args`` and ``inventory_hosts``; a key that is absent (or None for the optional ones) is not checked.
+    """
+    checker = Checker()
+    if "stages" in inputs or "force" in inputs:
+        check_stages(checker, inputs.get("stages", list(STAGES)), inputs.get("force", []))
+    if inputs.get("bench") is not None:
+        check_bench(checker, inputs["bench"])
+    if inputs.get("compare") is not None:
+        check_compare(checker, inputs["compare"])
+    if inputs.get("policy") is not None:
+        check_policy(checker, inputs["policy"])
+    if inputs.get("moe") is not None:
+        check_moe(checker, inputs["moe"], inputs.get("inventory_hosts"))
+    if inputs.get("flag_sets") is not None:
+        check_flag_sets(checker, inputs["flag_sets"])
+    if inputs.get("baseline_args") is not None:
+        check_baseline_args(checker, inputs["baseline_args"])
+    return checker.errors

@@ -1,0 +1,95 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: run_inputs
+short_description: Check a tuning run's inputs before a stage deploys anything
+version_added: 0.1.0
+description:
+  - Checks the variables a tuning stage works with - the stages to run and to force, the benchmark options, the
+    comparison options, the decision policy, the MoE settings, the candidate flag sets and the baseline args - and
+    fails with one message per problem, naming the variable and the element, what is expected and what was given
+    (for example C(tuning_run_bench.concurrency_levels[0]: must be a positive integer, got 0)).
+  - Every stage of the tuning pipeline runs it first (role C(tuning_run), C(stage.yml)), so an input that cannot
+    work stops the stage before any server is deployed, instead of surfacing later as a candidate's failure.
+  - Values are judged the way Ansible module arguments are converted (V("5") is an integer, V("yes") a boolean,
+    V("1,4") a list).
+  - Runs entirely on the controller (action plugin); nothing is sent to the managed host.
+author:
+  - llmops.sglang contributors (@llmops)
+attributes:
+  action:
+    description: Runs on the controller.
+    support: full
+  check_mode:
+    description: Checks in check mode too; it changes nothing either way.
+    support: full
+  diff_mode:
+    description: Nothing to diff.
+    support: none
+options:
+  stages:
+    description: Stages to run (C(tuning_run_stages), C(-e stages)), a list or a comma-separated string.
+    type: raw
+  force:
+    description: Stages to run again (C(tuning_run_force), C(-e force)), a list, a comma-separated string or a boolean.
+    type: raw
+  bench:
+    description:
+      - Options of M(llmops.sglang.bench) (C(tuning_run_bench)). Unknown keys and keys the pipeline sets itself
+        (C(base_url), C(host), C(port), C(api_key), C(output_file), C(progress_file)) are errors.
+    type: raw
+  compare:
+    description: Options of P(llmops.sglang.compare_sweeps#filter) (C(tuning_run_compare)).
+    type: raw
+  policy:
+    description: Decision policy of P(llmops.sglang.trial_decision#filter) (C(tuning_run_policy)).
+    type: raw
+  moe:
+    description: MoE stage settings (C(tuning_run_moe)).
+    type: raw
+  flag_sets:
+    description:
+      - Candidate flag sets (C(sglang_candidate_flag_sets)), a list of C({name, args}). Names must be unique and
+        usable as a directory name; args a non-empty mapping of server arg names.
+    type: raw
+  baseline_args:
+    description: Baseline server args (C(sglang_baseline_args)), a mapping of server arg names.
+    type: raw
+  inventory_hosts:
+    description: Hosts of the inventory; C(tuning_run_moe.tune_hosts) must name some of them.
+    type: list
+    elements: str
+"""
+
+EXAMPLES = r"""
+---
+- name: Check the run's inputs
+  llmops.sglang.run_inputs:
+    stages: "{{ tuning_run_stages }}"
+    force: "{{ tuning_run_force }}"
+    bench: "{{ tuning_run_bench }}"
+    compare: "{{ tuning_run_compare }}"
+    policy: "{{ tuning_run_policy }}"
+    moe: "{{ tuning_run_moe }}"
+    flag_sets: "{{ sglang_candidate_flag_sets | default(omit) }}"
+    inventory_hosts: "{{ groups['all'] }}"
+"""
+
+RETURN = r"""
+checked:
+  description: The inputs that were checked.
+  returned: always
+  type: list
+  elements: str
+  sample: [bench, compare, flag_sets, force, moe, policy, stages]
+errors:
+  description: One message per problem (also joined in RV(msg) when the task fails).
+  returned: always
+  type: list
+  elements: str
+  sample: ["tuning_run_bench.concurrency_levels[0]: must be a positive integer, got 0"]
+"""

@@ -1,0 +1,113 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""A run's inputs are checked before a stage deploys anything; each problem names the variable (issue 15 item 4)."""
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import validate_run_inputs
+
+REPO_ROOT = Path(__file__).resolve().parents[4]
+DEFAULTS = yaml.safe_load((REPO_ROOT / "roles" / "tuning_run" / "defaults" / "main.yml").read_text())
+DEMO = yaml.safe_load((REPO_ROOT / "inventory" / "group_vars" / "sglang_hosts.yml").read_text())
+
+
+def good_inputs() -> dict:
+    return copy.deepcopy({
+        "stages": ["preflight", "baseline", "flags", "moe_tune", "verify", "report"], "force": [],
+        "bench": DEFAULTS["tuning_run_bench"], "compare": DEFAULTS["tuning_run_compare"],
+        "policy": DEFAULTS["tuning_run_policy"], "moe": DEFAULTS["tuning_run_moe"],
+        "flag_sets": DEMO["sglang_candidate_flag_sets"], "baseline_args": DEMO["sglang_baseline_args"],
+        "inventory_hosts": ["gpu1", "gpu2"],
+    })
+
+
+def errors_with(path: list, value, *, remove: bool = False) -> list[str]:
+    inputs = good_inputs()
+    target = inputs
+    for key in path[:-1]:
+        target = target[key]
+    if remove:
+        del target[path[-1]]
+    else:
+        target[path[-1]] = value
+    return validate_run_inputs(inputs)
+
+
+def test_the_role_defaults_and_the_demo_inventory_can_work() -> None:
+    assert validate_run_inputs(good_inputs()) == []
+    example = yaml.safe_load((REPO_ROOT / "examples" / "inventory" / "group_vars" / "sglang_hosts.yml").read_text())
+    assert validate_run_inputs({"bench": example["tuning_run_bench"], "policy": example["tuning_run_policy"],
+                                "moe": example["tuning_run_moe"], "flag_sets": example["sglang_candidate_flag_sets"],
+                                "inventory_hosts": ["gpu-a01", "gpu-a02"]}) == []
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (["bench", "concurrency_levels"], [0], "tuning_run_bench.concurrency_levels[0]: must be a positive integer, got 0"),
+    (["bench", "concurrency_levels"], [1, "four"],
+     "tuning_run_bench.concurrency_levels[1]: must be a positive integer, got 'four'"),
+    (["bench", "concurrency_levels"], [], "tuning_run_bench.concurrency_levels: must list at least one concurrency"),
+    (["bench", "repeats"], 0, "tuning_run_bench.repeats: must be a positive integer, got 0"),
+    (["bench", "request_timeout_s"], 0, "tuning_run_bench.request_timeout_s: must be a number > 0, got 0"),
+    (["bench", "max_failed_share"], 5, "tuning_run_bench.max_failed_share: must be a number between 0 and 1, got 5"),
+    (["bench", "endpoint"], "completion",
+     "tuning_run_bench.endpoint: must be one of completions, chat, generate, got 'completion'; did you mean "
+     "'completions'?"),
+    (["bench", "repeat"], 5, "tuning_run_bench.repeat: unknown key; did you mean 'repeats'?"),
+    (["bench", "port"], 31000, "tuning_run_bench.port: set by the pipeline, not here (it follows sglang_port)"),
+    (["bench", "api_key"], "k", "tuning_run_bench.api_key: set by the pipeline, not here (it follows sglang_api_key)"),
+    (["bench", "requests_per_level"], 16, "tuning_run_bench.requests_per_level: 16 cannot keep 64 requests in flight"),
+    (["bench"], [1, 4], "tuning_run_bench: must be a mapping, got a list"),
+    (["compare", "alpha"], 5, "tuning_run_compare.alpha: must be a number between 0 and 1, got 5"),
+    (["compare", "metric"], "tok_s", "tuning_run_compare.metric: must be one of agg_tok_s, per_req_tok_s, "
+                                     "steady_agg_tok_s, got 'tok_s'"),
+    (["compare", "min_effect"], 2, "tuning_run_compare.min_effect: unknown key; did you mean 'min_effect_pct'?"),
+    (["policy", "require_verdict"], "better", "tuning_run_policy.require_verdict: must be one of improved, got 'better'"),
+    (["policy", "max_capacity_loss_pct"], -1,
+     "tuning_run_policy.max_capacity_loss_pct: must be a number between 0 and 100, got -1"),
+    (["policy", "allow_low_confidence"], "maybe", "tuning_run_policy.allow_low_confidence: must be true or false"),
+    (["moe", "batch_sizes"], [1, 0], "tuning_run_moe.batch_sizes[1]: must be a positive integer, got 0"),
+    (["moe", "batch_sizes"], "automatic", "tuning_run_moe.batch_sizes: must be null (SGLang's defaults), auto or a "
+                                          "list of positive integers, got 'automatic'"),
+    (["moe", "search_space"], "prefilter", "tuning_run_moe.search_space: must be full, prefiltered or the absolute "
+                                           "path of a JSON list of configs, got 'prefilter'; did you mean 'prefiltered'?"),
+    (["moe", "work_dir"], "moe-tune", "tuning_run_moe.work_dir: must be an absolute path on the host, got 'moe-tune'"),
+    (["moe", "timeout"], -5, "tuning_run_moe.timeout: must be a number > 0, got -5"),
+    (["moe", "tune_hosts"], ["gpu1", "gpu9"], "tuning_run_moe.tune_hosts[1]: 'gpu9' is not a host of the inventory"),
+    (["flag_sets", 0, "name"], "fused moe", "sglang_candidate_flag_sets[0].name: must be a name of letters, digits"),
+    (["flag_sets", 1, "name"], "fused-moe-sum-all-reduce",
+     "sglang_candidate_flag_sets[1].name: 'fused-moe-sum-all-reduce' is also the name of sglang_candidate_flag_sets[0]"),
+    (["flag_sets", 0, "args"], ["--enable-x"], "sglang_candidate_flag_sets[0].args: must be a non-empty mapping"),
+    (["flag_sets", 0, "flags"], {}, "sglang_candidate_flag_sets[0].flags: unknown key"),
+    (["flag_sets"], {"name": "x"}, "sglang_candidate_flag_sets: must be a list (or a comma-separated string), got a dict"),
+    (["stages"], "baseline,flgs", "tuning_run_stages (-e stages)[1]: unknown stage 'flgs'; did you mean 'flags'?"),
+    (["force"], ["moe"], "tuning_run_force (-e force)[0]: unknown stage 'moe'"),
+    (["baseline_args"], {"--tp-size": 4}, "sglang_baseline_args: '--tp-size' is not a server arg name"),
+])
+def test_each_problem_names_the_variable_and_what_is_expected(path: list, value, message: str) -> None:
+    errors = errors_with(path, value)
+    assert any(error.startswith(message) for error in errors), errors
+
+
+def test_values_are_taken_like_module_arguments() -> None:
+    inputs = good_inputs()
+    inputs["bench"].update(concurrency_levels="1,4,16", repeats="5", steady_state="yes", max_failed_share="0.05")
+    inputs["stages"] = "baseline,flags"
+    inputs["force"] = True
+    assert validate_run_inputs(inputs) == []
+    assert validate_run_inputs({**good_inputs(), "force": "true"}) == []
+
+
+def test_all_problems_are_reported_at_once() -> None:
+    inputs = good_inputs()
+    inputs["bench"]["concurrency_levels"] = [0, -1]
+    inputs["bench"]["repeats"] = 0
+    assert len(validate_run_inputs(inputs)) == 3
+
+
+def test_keys_left_out_of_a_partial_override_are_not_errors() -> None:
+    assert validate_run_inputs({"bench": {"concurrency_levels": [1, 8]}, "moe": {"batch_sizes": "auto"}}) == []
