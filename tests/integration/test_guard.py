@@ -1,0 +1,92 @@
+"""The host never stays on an unadopted candidate because the controller went away (issue #15 item 7):
+Ctrl-C of ansible-playbook in the middle of a candidate's sweep; the host's guard puts the adopted unit back."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.sglang_server import BASELINE, deploy, host_state, http_status
+
+pytestmark = pytest.mark.sandbox
+REPO_ROOT = Path(__file__).resolve().parents[2]
+PLAYBOOK = Path(__file__).parent / "playbooks" / "guard_interrupt.yml"
+LEASE_S = 20
+CANDIDATE = {"enable_fused_moe_sum_all_reduce": True}
+CANDIDATE_FLAG = "--enable-fused-moe-sum-all-reduce"
+
+
+def _start_playbook(inventory: Path) -> subprocess.Popen:
+    """ansible-playbook as a user starts it in a terminal: its own process group, which Ctrl-C signals whole."""
+    command = [str(Path(sys.executable).parent / "ansible-playbook"), str(PLAYBOOK), "-i", str(inventory),
+               "-e", json.dumps({"guard_lease": LEASE_S, "adopted_args": BASELINE, "candidate_args": CANDIDATE})]
+    env = {**os.environ, "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
+           "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+    return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _wait_for(predicate, timeout_s: float, what: str) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if predicate():
+            return time.monotonic() - started
+        time.sleep(0.5)
+    raise AssertionError(f"not within {timeout_s}s: {what}")
+
+
+def _bench_running(fleet, host) -> bool:
+    listed = fleet.run(host, "sh", "-c", "cat /run/llmops-sglang/work/*.json 2>/dev/null", check=False).stdout
+    return '"pid"' in listed and CANDIDATE_FLAG in host_state(fleet, host)[0]
+
+
+@pytest.fixture
+def adopted_baseline(runner, gpu1, fleet):
+    result, _ = deploy(runner, BASELINE)
+    assert result.status == "successful", result.stdout
+    yield host_state(fleet, gpu1)[0]
+    fleet.run(gpu1, "sh", "-c", "systemctl disable --now llmops-guard-sglang.service; "
+              "rm -rf /etc/systemd/system/llmops-guard-sglang.service /var/lib/llmops-sglang/guard; "
+              "systemctl daemon-reload", check=False)
+
+
+def test_ctrl_c_during_a_candidates_sweep_puts_the_adopted_unit_back(fleet, gpu1, adopted_baseline):
+    playbook = _start_playbook(fleet.inventory_file)
+    try:
+        _wait_for(lambda: _bench_running(fleet, gpu1), 240, "the candidate's sweep started")
+    except AssertionError:
+        playbook.kill()
+        raise AssertionError(playbook.communicate()[0][-3000:]) from None
+    os.killpg(playbook.pid, signal.SIGINT)  # what the terminal sends on Ctrl-C
+    interrupted = time.monotonic()
+    output = playbook.communicate(timeout=60)[0]
+    assert playbook.returncode != 0, output[-2000:]
+
+    # The abandoned sweep ends itself once its SSH channel is gone, so the lease runs out LEASE_S later.
+    _wait_for(lambda: fleet.run(gpu1, "sh", "-c", "ls /run/llmops-sglang/work/ 2>/dev/null", check=False)
+              .stdout.strip() == "", 30, "the abandoned sweep ended")
+    _wait_for(lambda: host_state(fleet, gpu1)[0] == adopted_baseline and host_state(fleet, gpu1)[2] == "active"
+              and http_status(fleet, gpu1, 30000) == 200, LEASE_S + 90, "the adopted unit serves again")
+    restored_after = time.monotonic() - interrupted
+    print(f"adopted configuration serving again {restored_after:.1f}s after Ctrl-C (lease {LEASE_S}s)")
+    assert restored_after < LEASE_S + 90
+    record = fleet.run(gpu1, "cat", "/var/lib/llmops-sglang/guard/sglang.restored.json").stdout
+    assert '"action": "restart"' in record and "guard-interrupt-test" in record
+    assert fleet.run(gpu1, "systemctl", "is-enabled", "llmops-guard-sglang.service", check=False).stdout.strip() \
+        == "disabled"
+    assert "bench" not in fleet.run(gpu1, "ps", "-eo", "args").stdout
+
+
+def test_a_finished_stage_disarms_and_nothing_is_restored(fleet, gpu1, runner, adopted_baseline):
+    result = runner.run(PLAYBOOK, {"guard_lease": LEASE_S, "adopted_args": BASELINE,
+                                   "candidate_args": {"max_running_requests": 8}, "bench_repeats": 1}, limit="gpu1")
+    assert result.status == "successful", result.stdout
+    assert fleet.run(gpu1, "test", "-e", "/var/lib/llmops-sglang/guard/sglang", check=False).returncode != 0
+    assert fleet.run(gpu1, "test", "-e", "/etc/systemd/system/llmops-guard-sglang.service",
+                     check=False).returncode != 0
