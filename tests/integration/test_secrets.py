@@ -16,7 +16,7 @@ PLAYBOOKS = Path(__file__).parent / "playbooks"
 KEY = f"sk-llmops-{secrets.token_hex(12)}"
 ENV_FILE = "/etc/sglang/sglang.env"
 BACKUP = ENV_FILE + ".llmops-backup"
-UNPRIVILEGED_PS = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ps", "-eo", "user,args")
+UNPRIVILEGED_PS = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "ps", "-ww", "-eo", "user,args")
 # HTTP status of a URL with an optional bearer token, asked from the host itself.
 _AUTH_PROBE = """
 import sys, urllib.error, urllib.request
