@@ -124,3 +124,26 @@ def wait_until_ready(run: Runner, unit: str, health_url: str, timeout_s: float) 
         follower.kill()
         follower.wait()
     return ReadyResult(False, reason, invocation, invocation_log(run, invocation), time.monotonic() - started)
+
+
+def start_failure(reason: str) -> dict:
+    """A failed start's cause when the log names no error, from how :func:`wait_until_ready` ended, in the
+    operator's words (``start_timeout``, ``health_check_failed``, ``exited``); ``unknown`` otherwise."""
+    if reason.startswith("not ready within") and "no ready marker" not in reason:
+        kind, suggestion = "health_check_failed", (
+            "The server logged that it is ready but its health endpoint never answered 200 in time: check `host` "
+            "and `port`, and that no proxy or other process answers there.")
+    elif reason.startswith("not ready within"):
+        kind, suggestion = "start_timeout", (
+            "The server did not become ready in time: raise `ready_timeout` if loading the weights and capturing "
+            "CUDA graphs takes longer, else look at the log for where the start stalled.")
+    elif reason.startswith("ready marker logged but"):
+        kind, suggestion = "health_check_failed", (
+            "The server logged that it is ready but its health endpoint did not answer 200: check `host` and "
+            "`port`, and that no proxy or other process answers there.")
+    elif reason.startswith("the service stopped while starting"):
+        kind, suggestion = "exited", (
+            "The server exited without an error line the log parser knows: read the log lines of this start.")
+    else:
+        kind, suggestion = "unknown", None
+    return {"kind": kind, "message": reason, "lines": [], "suggestion": suggestion}

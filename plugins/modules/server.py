@@ -221,7 +221,11 @@ ready_seconds:
   returned: when restarted
   type: float
 failure:
-  description: Classified cause of a failed start (from the startup log parser).
+  description:
+    - Classified cause of a failed start (from the startup log parser), C(kind) in the operator's terms
+      (port_in_use, oom, cuda_error, warmup_failed, config_error, runtime_error, unknown_traceback) with C(message),
+      C(lines) and C(suggestion).
+    - When the log names no error, how the wait ended (start_timeout, health_check_failed, exited).
   returned: on failure
   type: dict
   sample: {kind: oom, message: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", suggestion: "..."}
@@ -253,7 +257,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight imp
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import (
-    invocation_log, unit_state, wait_until_ready)
+    invocation_log, start_failure, unit_state, wait_until_ready)
 
 BACKUP_SUFFIX = ".llmops-backup"
 
@@ -435,7 +439,7 @@ class ServerDeployment:
 
     def handle_failed_start(self, ready, had_previous: bool) -> None:
         facts = parse_startup_log(ready.log)
-        failure = facts.get("error") or {"kind": "unknown", "message": ready.reason, "lines": []}
+        failure = facts.get("error") or start_failure(ready.reason)
         rolled_back, rollback = False, {}
         restored_note = "there was no previous unit, so the service is left stopped"
         self.run(["systemctl", "stop", self.unit])
