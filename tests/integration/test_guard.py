@@ -17,6 +17,7 @@ from tests.integration.sglang_server import BASELINE, deploy, host_state, http_s
 pytestmark = pytest.mark.sandbox
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path(__file__).parent / "playbooks" / "guard_interrupt.yml"
+GUARD = Path(__file__).parent / "playbooks" / "guard.yml"
 LEASE_S = 20
 CANDIDATE = {"enable_fused_moe_sum_all_reduce": True}
 CANDIDATE_FLAG = "--enable-fused-moe-sum-all-reduce"
@@ -90,3 +91,19 @@ def test_a_finished_stage_disarms_and_nothing_is_restored(fleet, gpu1, runner, a
     assert fleet.run(gpu1, "test", "-e", "/var/lib/llmops-sglang/guard/sglang", check=False).returncode != 0
     assert fleet.run(gpu1, "test", "-e", "/etc/systemd/system/llmops-guard-sglang.service",
                      check=False).returncode != 0
+
+
+def test_a_reboot_mid_stage_comes_back_on_the_adopted_unit(fleet, gpu1, runner, adopted_baseline):
+    """The controller and the host go down together while a candidate serves: after the reboot the enabled
+    candidate starts, the enabled guard finds the lease unrenewed and puts the adopted unit back."""
+    armed = runner.run(GUARD, {"guard_lease": LEASE_S, "guard_armed_by": "reboot-test"}, limit="gpu1")
+    assert armed.status == "successful", armed.stdout
+    result, _ = deploy(runner, {**BASELINE, **CANDIDATE})
+    assert result.status == "successful" and CANDIDATE_FLAG in host_state(fleet, gpu1)[0]
+    fleet.reboot(gpu1)
+    rebooted = time.monotonic()
+    _wait_for(lambda: host_state(fleet, gpu1)[0] == adopted_baseline and host_state(fleet, gpu1)[2] == "active"
+              and http_status(fleet, gpu1, 30000) == 200, LEASE_S + 120, "the adopted unit serves after the reboot")
+    print(f"adopted configuration serving {time.monotonic() - rebooted:.1f}s after the reboot (lease {LEASE_S}s)")
+    assert fleet.run(gpu1, "systemctl", "is-enabled", "sglang.service").stdout.strip() == "enabled"
+    assert "reboot-test" in fleet.run(gpu1, "cat", "/var/lib/llmops-sglang/guard/sglang.restored.json").stdout

@@ -3,7 +3,9 @@
 # and turns the fresh namespaces into a host: private writable layers over everything that
 # could leak to the real machine, a cgroup tree of its own, an sshd, then systemd as PID 1.
 # Arguments come from the environment (set by tests/sandbox/fleet.py):
-#   SBX_NAME SBX_CGROUP SBX_REPO SBX_PUBKEY SBX_MACHINE_ID [SBX_EMULATOR SBX_PROFILE]
+#   SBX_NAME SBX_CGROUP SBX_REPO SBX_LAYERS SBX_PUBKEY SBX_MACHINE_ID [SBX_EMULATOR SBX_PROFILE]
+# SBX_LAYERS (a directory of the machine's) keeps the host's writable layers, so a host booted again on the
+# same layers is the same host after a reboot: its /etc, /var, /opt... as it left them, /run and /tmp new.
 set -euo pipefail
 
 mount -t proc proc /proc
@@ -18,7 +20,8 @@ mount -t tmpfs -o mode=755,size=2g run /run
 scratch=/run/llmops-sandbox
 mkdir -m 700 "$scratch"
 mount -t tmpfs -o mode=700,size=4g sandbox-scratch "$scratch"
-mkdir -p "$scratch"/{upper,work,cg/systemd,cg/unified,dev,repo,emulator,inputs}
+mkdir -p "$scratch"/{layers,cg/systemd,cg/unified,dev,repo,emulator,inputs}
+mount --bind "$SBX_LAYERS" "$scratch/layers"
 
 # Everything the host reads from the machine is taken in now, before the overlays and tmpfs mounts
 # below can hide its path: the checkout (read-only, put back at its own path afterwards), the emulator
@@ -43,8 +46,8 @@ mount --move "$scratch/cg/systemd" /sys/fs/cgroup/systemd
 mount --move "$scratch/cg/unified" /sys/fs/cgroup/unified
 
 overlay() {  # overlay <lower> <mountpoint> <layer-name>
-    mkdir -p "$scratch/upper/$3" "$scratch/work/$3" "$2"
-    mount -t overlay overlay -o "lowerdir=$1,upperdir=$scratch/upper/$3,workdir=$scratch/work/$3" "$2"
+    mkdir -p "$scratch/layers/upper/$3" "$scratch/layers/work/$3" "$2"
+    mount -t overlay overlay -o "lowerdir=$1,upperdir=$scratch/layers/upper/$3,workdir=$scratch/layers/work/$3" "$2"
 }
 for d in etc var opt srv root usr/local home; do
     overlay "/$d" "/$d" "${d//\//_}"
@@ -72,6 +75,8 @@ ln -s /proc/self/fd/1 "$scratch/dev/stdout"
 ln -s /proc/self/fd/2 "$scratch/dev/stderr"
 mount --move "$scratch/dev" /dev
 
+# First boot only: a reboot finds what the host left (enabled units, host keys, machine id).
+provision() {
 # systemd: only sshd is enabled; everything that would reach the real machine is masked.
 rm -rf /etc/systemd/system/*.wants /etc/systemd/system/default.target
 mkdir -p /etc/systemd/system/multi-user.target.wants
@@ -118,6 +123,10 @@ UseDNS no
 MaxStartups 200:30:400
 MaxSessions 200
 EOF
+echo "$SBX_MACHINE_ID" > /etc/machine-id
+touch /etc/llmops-sandbox-provisioned
+}
+[[ -e /etc/llmops-sandbox-provisioned ]] || provision
 rm -rf /root/.ssh
 mkdir -m 700 /root/.ssh
 install -m 600 "$scratch/inputs/authorized_keys" /root/.ssh/authorized_keys
@@ -133,7 +142,6 @@ fi
 
 hostname "$SBX_NAME"
 echo "$SBX_NAME" > /etc/hostname
-echo "$SBX_MACHINE_ID" > /etc/machine-id
 mount --make-rshared /
 exec env -i container=llmops-sandbox PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     /lib/systemd/systemd --log-target=console --show-status=no

@@ -40,6 +40,8 @@ class SandboxHost:
     address: str
     launcher_pid: int
     pid: int  # systemd (PID 1 inside), as seen from this machine
+    emulator: str = ""  # what it was booted with, to boot it again (reboot)
+    profile: str = ""
 
 
 @dataclass
@@ -132,6 +134,11 @@ class Fleet:
             raise SandboxError(reason)
         if self.hosts():
             raise SandboxError(f"a sandbox fleet is already up (state in {self.state_file}); run `down` first")
+        for what, path in (("state dir (LLMOPS_SANDBOX_STATE_DIR)", self.config.state_dir),
+                           ("checkout", self.config.repo), ("emulator build (LLMOPS_EMULATOR_BUILD_DIR)", emulator)):
+            if path is not None and Path(path).resolve().is_relative_to("/run"):
+                raise SandboxError(f"the {what} {path} is under /run, which every host replaces with its own; "
+                                   "put it anywhere else")
         self.config.state_dir.mkdir(parents=True, exist_ok=True)
         self._ensure_key()
         self._ensure_bridge()
@@ -169,7 +176,7 @@ class Fleet:
 
     def _launch(self, name: str, index: int, emulator: Path | None, profile: Path | None) -> SandboxHost:
         host_dir = self.config.state_dir / name
-        host_dir.mkdir(parents=True, exist_ok=True)
+        (host_dir / "layers").mkdir(parents=True, exist_ok=True)
         cgroup = f"{CGROUP_PREFIX}{self.config.fleet_id}{name}"
         for root in cgroup_hierarchies():
             _make_cgroup(root / cgroup)
@@ -178,6 +185,7 @@ class Fleet:
             "SBX_NAME": name,
             "SBX_CGROUP": cgroup,
             "SBX_REPO": str(self.config.repo),
+            "SBX_LAYERS": str(host_dir / "layers"),
             "SBX_PUBKEY": str(self.key_file) + ".pub",
             "SBX_MACHINE_ID": uuid.uuid4().hex,
             "SBX_EMULATOR": str(emulator or ""),
@@ -204,8 +212,34 @@ class Fleet:
             _signal(launcher.pid, signal.SIGKILL)
             _reap(launcher.pid)
             raise SandboxError(f"{name}: {exc}; its boot script said:\n{_tail(host_dir / 'console.log')}") from None
-        return SandboxHost(name=name, index=index, address=self.config.address(index),
-                           launcher_pid=launcher.pid, pid=pid)
+        return SandboxHost(name=name, index=index, address=self.config.address(index), launcher_pid=launcher.pid,
+                           pid=pid, emulator=str(emulator or ""), profile=str(profile or ""))
+
+    def reboot(self, host: SandboxHost) -> SandboxHost:
+        """Power ``host`` off and boot it again on the same writable layers: what it wrote to /etc, /var, /opt...
+        is there again, /run and /tmp are new, and systemd starts what is enabled, as after a real reboot.
+        ``host`` is updated in place (callers keep their handle)."""
+        self._power_off([host])
+        _run("ip", "link", "del", self._veth(host), check=False)
+        booted = self._launch(host.name, host.index, Path(host.emulator) if host.emulator else None,
+                              Path(host.profile) if host.profile else None)
+        host.pid, host.launcher_pid = booted.pid, booted.launcher_pid
+        self._save([host if h.name == host.name else h for h in self.hosts()])
+        self._wire_network(host)
+        self._wait_booted(host)
+        return host
+
+    def _power_off(self, hosts: list[SandboxHost]) -> None:
+        for host in hosts:
+            _signal(host.pid, signal.SIGRTMIN + 4)  # systemd: orderly poweroff
+        deadline = time.monotonic() + 15
+        while any(_alive(h.launcher_pid) for h in hosts) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        for host in hosts:
+            # PID 1 of a PID namespace takes every process of the namespace with it.
+            _signal(host.pid, signal.SIGKILL)
+            _signal(host.launcher_pid, signal.SIGKILL)
+            _reap(host.launcher_pid)
 
     def _wire_network(self, host: SandboxHost) -> None:
         veth = self._veth(host)
@@ -279,16 +313,7 @@ class Fleet:
     def down(self) -> None:
         """Power every host off (SIGKILL after a grace period), then remove links, cgroups and state."""
         hosts = self.hosts()
-        for host in hosts:
-            _signal(host.pid, signal.SIGRTMIN + 4)  # systemd: orderly poweroff
-        deadline = time.monotonic() + 15
-        while any(_alive(h.launcher_pid) for h in hosts) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        for host in hosts:
-            # PID 1 of a PID namespace takes every process of the namespace with it.
-            _signal(host.pid, signal.SIGKILL)
-            _signal(host.launcher_pid, signal.SIGKILL)
-            _reap(host.launcher_pid)
+        self._power_off(hosts)
         for host in hosts:
             _run("ip", "link", "del", self._veth(host), check=False)
         _run("ip", "link", "del", self.config.bridge, check=False)
