@@ -20,7 +20,7 @@ from tests.integration.test_pipeline import FAST
 
 pytestmark = pytest.mark.sandbox
 HOST = "gpu1"
-DEMO_VARS = yaml.safe_load((REPO_ROOT / "inventory" / "demo" / "group_vars" / "sglang_hosts.yml").read_text())
+DEMO_VARS = yaml.safe_load((REPO_ROOT / "inventory" / "group_vars" / "sglang_hosts.yml").read_text())
 FIRST_CANDIDATE = DEMO_VARS["sglang_candidate_flag_sets"][0]
 REPEATS = FAST["tuning_run_bench"]["repeats"]
 # The cancelled run only needs a baseline to exist: one short level.
@@ -36,7 +36,7 @@ def inventory(tmp_path_factory, fleet, gpu1) -> Path:
     hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": gpu1.address}}}},
                      "vars": fleet.connection_vars()}}
     (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "demo" / "group_vars")
+    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
     return directory
 
 

@@ -47,7 +47,7 @@ def awx_inventory(tmp_path_factory, fleet) -> Path:
     hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": host.address}}}},
                      "vars": fleet.connection_vars()}}
     (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "demo" / "group_vars")
+    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
     (directory / "host_vars").mkdir()
     (directory / "host_vars" / f"{HOST}.yml").write_text(yaml.safe_dump(FAST))
     return directory

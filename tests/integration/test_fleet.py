@@ -77,7 +77,7 @@ def inventory(tmp_path_factory, fleet, hosts) -> Path:
     members["gpu2"]["rollout_args_override"] = FAILING_ARGS
     (directory / "hosts.yml").write_text(yaml.safe_dump(
         {"all": {"children": {"sglang_hosts": {"hosts": members}}, "vars": fleet.connection_vars()}}))
-    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "demo" / "group_vars")
+    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
     return directory
 
 
