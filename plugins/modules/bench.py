@@ -28,7 +28,7 @@ description:
     returns (and writes) the levels completed so far in RV(sweep) with RV(sweep.error) set. RV(error_kind) says which
     of these it was, so a caller can tell a configuration that fails under load from a measurement that could not
     be made.
-  - A level where more than O(max_failed_share) of the timed requests failed is no measurement: the sweep stops
+  - A level where more than O(max_failed_share) of the timed requests failed is no measurement. The sweep stops
     there with an error naming the level, the share and sample errors (the level is kept in
     RV(sweep.failed_level), not in RV(sweep.levels)).
   - The result schema is documented in C(docs/bench-schema.md) of the collection; compare two sweeps with the

@@ -12,7 +12,7 @@ description:
   - Checks the variables a tuning stage works with - the stages to run and to force, the benchmark options, the
     comparison options, the decision policy, the MoE settings, the candidate flag sets and the baseline args - and
     fails with one message per problem, naming the variable and the element, what is expected and what was given
-    (for example C(tuning_run_bench.concurrency_levels[0]: must be a positive integer, got 0)).
+    (for example V(tuning_run_bench.concurrency_levels[0]) must be a positive integer, got 0).
   - Every stage of the tuning pipeline runs it first (role C(tuning_run), C(stage.yml)), so an input that cannot
     work stops the stage before any server is deployed, instead of surfacing later as a candidate's failure.
   - Values are judged the way Ansible module arguments are converted (V("5") is an integer, V("yes") a boolean,

@@ -38,7 +38,7 @@ options:
   files:
     description:
       - File name (relative to O(dir), no C(..)) to content. Mappings and lists become JSON.
-      - V(null) content means there is no such record (e.g. the sweep of a candidate that failed to start): nothing is
+      - V(null) content means there is no such record (e.g. the sweep of a candidate that failed to start). Nothing is
         written for that name, and a file of that name left by an earlier attempt (a C(failure.txt) of a start that
         failed before the same measurement succeeded) is removed.
     type: dict

@@ -11,10 +11,13 @@ import pytest
 import yaml
 
 from tests.integration.ansible import REPO_ROOT
+from tests.integration.conftest import SESSION_HOSTS
 from tests.integration.sglang_server import remove_tuned_configs
 
 pytestmark = pytest.mark.sandbox
-HOST = "gpu3"  # a host of its own: the run installs tuned MoE configs that other tests must not see
+# A host of its own: the run installs tuned MoE configs that other tests must not see (the last host of a smaller
+# fleet, e.g. LLMOPS_SANDBOX_HOSTS=1 to run this module alone).
+HOST = f"gpu{min(SESSION_HOSTS, 3)}"
 TUNE = REPO_ROOT / "playbooks" / "tune.yml"
 UNIT = "/etc/systemd/system/sglang.service"
 FAST = {
@@ -37,7 +40,7 @@ def demo_inventory(tmp_path_factory, fleet, host) -> Path:
     hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": host.address}}}},
                      "vars": fleet.connection_vars()}}
     (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "demo" / "group_vars")
+    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
     return directory
 
 
