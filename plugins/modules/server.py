@@ -358,15 +358,14 @@ class ServerDeployment:
         return True
 
     def check_user(self) -> None:
+        """The service user must exist before the unit changes (in check mode the role may not have created it yet)."""
         user = self.params["user"]
         try:
             pwd.getpwnam(user)
         except KeyError:
-            message = (f"user: {user} does not exist on the host; create it (the llmops.sglang.sglang_server role "
-                       f"does) or set `user`")
             if not self.module.check_mode:
-                self.fail(message + ", nothing was changed")
-            self.module.warn(message)
+                self.fail(f"user: {user} does not exist on the host; create it (the llmops.sglang.sglang_server role "
+                          f"does) or set `user`; nothing was changed")
 
     def enabled(self) -> bool:
         return self.run(["systemctl", "is-enabled", self.unit])[1].strip() == "enabled"
