@@ -87,7 +87,7 @@ checked:
   elements: str
   sample: [bench, compare, flag_sets, force, moe, policy, stages]
 errors:
-  description: One message per problem (also joined in RV(msg) when the task fails).
+  description: One message per problem (also joined in the failure message when the task fails).
   returned: always
   type: list
   elements: str
