@@ -326,12 +326,17 @@ def host_gpus(module: AnsibleModule) -> list[dict]:
     return gpus
 
 
-def check_checkout(params: dict, installed: str) -> str:
+def check_checkout(module: AnsibleModule, installed: str) -> str:
     """The tuner directory, after checking the checkout's version and scripts."""
-    tuner = tuner_facts(params["source_dir"], installed)
+    params = module.params
+    tuner = tuner_facts(params["source_dir"], installed, module.run_command)
+    if tuner["source_version"] is None:
+        raise ValueError(f"source_dir: cannot tell which SGLang {params['source_dir']} is: "
+                         f"{tuner['source_version_problem']}; the installed sglang is {installed}, check out its tag "
+                         f"(git checkout v{installed})")
     if not tuner["version_matches"]:
         raise ValueError(
-            f"source_dir: {params['source_dir']} is SGLang {tuner['source_version'] or '(no python/sglang/version.py)'} "
+            f"source_dir: {params['source_dir']} is SGLang {tuner['source_version']} ({tuner['source_version_origin']}) "
             f"but the installed sglang is {installed}; check out the v{installed} tag"
         )
     script = DOWN_TUNER if params["kernel"] == "down" else MAIN_TUNER
@@ -382,7 +387,7 @@ def default_chunk_size(params: dict, gpus: list[dict]) -> int:
 def plan_step(module: AnsibleModule) -> dict:
     params = module.params
     probe = probe_sglang(module.run_command, params["python"])
-    tuner_dir = check_checkout(params, probe["versions"]["sglang"])
+    tuner_dir = check_checkout(module, probe["versions"]["sglang"])
     if params["mode"] == "benchmark" and params["kernel"] == "down":
         raise ValueError("kernel: benchmark mode times the whole fused MoE with the main tuner; use kernel=up")
     if params["kernel"] == "down" and not params["gate_up_config"]:

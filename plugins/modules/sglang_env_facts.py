@@ -58,7 +58,11 @@ moe_config_root:
   returned: success
   type: str
 tuner:
-  description: Tuner scripts found in the source checkout and whether its version matches the installed SGLang.
+  description:
+    - Tuner scripts found in the source checkout (C(scripts), C(dir)), its version (C(source_version)) and where that
+      came from (C(source_version_origin)) - setuptools-scm's C(python/sglang/_version.py), else the git tag
+      (C(git describe --tags)), else a literal C(python/sglang/version.py) - or why it cannot be told
+      (C(source_version_problem)), and whether it equals the installed SGLang (C(version_matches)).
   returned: when O(source_dir) is set
   type: dict
 model:
@@ -95,7 +99,7 @@ def main() -> None:
     if versions["triton"]:
         result["triton_dir"] = triton_dir_for(versions["triton"])
     if params["source_dir"]:
-        result["tuner"] = tuner_facts(params["source_dir"], versions["sglang"])
+        result["tuner"] = tuner_facts(params["source_dir"], versions["sglang"], module.run_command)
     if params["model_path"]:
         config_path = os.path.join(params["model_path"], "config.json")
         try:

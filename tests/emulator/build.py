@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -55,9 +56,26 @@ def build(
     _copy_tree(EMULATOR_DIR / "profiles", paths["profiles"])
     if "src" in paths:
         _copy_tree(EMULATOR_DIR / "sglang_src", paths["src"])
+        _tag_checkout(paths["src"], emulated_version())
     _install_nvidia_smi(paths["nvidia_smi"], venv_target)
     stamp_path.write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
     return paths
+
+
+def emulated_version() -> str:
+    """The release the emulator's `sglang` distribution says it is."""
+    text = (EMULATOR_DIR / "sglang" / "sglang" / "version.py").read_text(encoding="utf-8")
+    return re.search(r'^__version__ = "([^"]+)"', text, re.MULTILINE).group(1)
+
+
+def _tag_checkout(src: Path, version: str) -> None:
+    """Make the stand-in checkout a git clone at the release tag, as users have it (real checkouts tell their
+    version by their tag: python/sglang/version.py only imports setuptools-scm's _version.py)."""
+    git = ["git", "-C", str(src), "-c", "user.name=llmops emulator", "-c", "user.email=emulator@llmops.invalid"]
+    _run([*git, "init", "--quiet"])
+    _run([*git, "add", "--all"])
+    _run([*git, "commit", "--quiet", "--no-gpg-sign", "-m", f"SGLang emulator source checkout {version}"])
+    _run([*git, "tag", f"v{version}"])
 
 
 def sources_digest() -> str:

@@ -157,4 +157,15 @@ def test_checkout_of_another_version_is_refused_naming_both(host, capsys):
     (host["source"] / "python" / "sglang" / "version.py").write_text('__version__ = "0.5.10"\n')
     code, result = run_step(host, capsys)
     assert code == 1
-    assert result["msg"].startswith(f"source_dir: {host['source']} is SGLang 0.5.10 but the installed sglang is 0.5.11")
+    assert result["msg"].startswith(f"source_dir: {host['source']} is SGLang 0.5.10 (python/sglang/version.py) but "
+                                    "the installed sglang is 0.5.11")
+
+
+def test_checkout_whose_version_cannot_be_told_is_refused_saying_why(host, capsys):
+    (host["source"] / "python" / "sglang" / "version.py").write_text(
+        "try:\n    from sglang._version import __version__\nexcept ImportError:\n    __version__ = '0.0.0.dev0'\n")
+    code, result = run_step(host, capsys)
+    assert code == 1
+    assert result["msg"].startswith(f"source_dir: cannot tell which SGLang {host['source']} is: it has no git "
+                                    "metadata (.git) and no python/sglang/_version.py")
+    assert result["msg"].endswith("check out its tag (git checkout v0.5.11)")
