@@ -489,27 +489,6 @@ def validate_config(data: object, *, kernel: str) -> list[str]:
     return errors
 
 
-def check_up_down_consistency(up: dict, down: dict) -> list[str]:
-    """Warnings for an up/down pair. Newer SGLang overrides a mismatched down BLOCK_SIZE_M with a
-    warning, older releases asserted equality (crash), so a mismatch is worth flagging."""
-    warnings = [
-        f"batch size {key}: down BLOCK_SIZE_M={down[key].get('BLOCK_SIZE_M')} differs from up "
-        f"BLOCK_SIZE_M={up[key].get('BLOCK_SIZE_M')} (newer SGLang overrides down, older SGLang asserts)"
-        for key in up
-        if key in down and up[key].get("BLOCK_SIZE_M") != down[key].get("BLOCK_SIZE_M")
-    ]
-    # Each file is looked up by its own nearest key, so differing key sets pair unrelated entries.
-    only_up = sorted(set(up) - set(down), key=_numeric_key)
-    only_down = sorted(set(down) - set(up), key=_numeric_key)
-    if only_up or only_down:
-        warnings.append(f"batch-size keys differ: only in up {only_up}, only in down {only_down}")
-    return warnings
-
-
-def _numeric_key(key: str) -> tuple[int, str]:
-    return (int(key), key) if key.isdigit() else (-1, key)
-
-
 # ---------------------------------------------------------------------------------------------
 # Search space and shared-memory prefilter
 # ---------------------------------------------------------------------------------------------

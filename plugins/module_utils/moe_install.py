@@ -19,11 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
-    check_up_down_consistency,
-    parse_config_file_name,
-    validate_config,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import parse_config_file_name, validate_config
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import block_m_pairs, default_block_m, fallback_order, lookup
 
 MANIFEST = "manifest.json"
 NAME_FORMAT = "E=<E>,N=<N>,device_name=<gpu>[,dtype=...][,block_shape=[a, b]][,per_channel_quant=True][_down].json"
@@ -64,8 +61,16 @@ def read_requested(configs: list[dict]) -> list[RequestedConfig]:
     return requested
 
 
-def validation_errors(requested: list[RequestedConfig]) -> list[str]:
-    """Every reason not to install this set; empty means all files may go in."""
+def validation_report(requested: list[RequestedConfig], rules: dict, install_dir: str | None = None,
+                      triton_dir: str | None = None) -> tuple[list[str], list[str]]:
+    """(errors, warnings) for installing this set under ``install_dir`` for the release ``rules`` describe
+    (:func:`moe_rules.moe_rules`). Errors are every reason not to install; empty means all files may go in.
+
+    An up file and its ``_down`` file (given together, or one given and the other already installed) are
+    compared as the server pairs them: for every token count the nearest key of each file. Where they pick a
+    different BLOCK_SIZE_M the release either asserts (the server dies at its first forward: refused) or
+    overrides the down value (a warning). A down file without an up file is paired with SGLang's default config.
+    """
     errors: list[str] = []
     parsed: dict[str, dict] = {}
     seen: set[str] = set()
@@ -86,11 +91,54 @@ def validation_errors(requested: list[RequestedConfig]) -> list[str]:
         errors += [f"{config.label}: {error}" for error in kernel_errors]
         if not kernel_errors:
             parsed[config.name] = data
-    for name, up in parsed.items():
-        down = parsed.get(name.removesuffix(".json") + "_down.json")
-        if down is not None:
-            errors += [f"{name} and its _down file: {problem}" for problem in check_up_down_consistency(up, down)]
-    return errors
+    if triton_dir and requested:
+        try:
+            fallback_order(rules, "", [triton_dir])
+        except ValueError as exc:
+            errors.append(f"triton_dir: {exc}; install under a triton_X_Y_Z name")
+    warnings: list[str] = []
+    for name, down in parsed.items():
+        if not name.endswith("_down.json"):
+            continue
+        up_name = name.removesuffix("_down.json") + ".json"
+        if up_name in seen and up_name not in parsed:
+            continue  # the up file itself is refused above
+        up = parsed.get(up_name) if up_name in seen else _up_the_server_loads(install_dir, up_name, rules)
+        problems = pair_problems(name, up, down, rules)
+        (errors if rules["block_m_mismatch"] == "assert" else warnings).extend(problems)
+    return errors, warnings
+
+
+def pair_problems(down_name: str, up: dict | None, down: dict, rules: dict) -> list[str]:
+    """The token counts where the server would pair different BLOCK_SIZE_M, said as the release handles it."""
+    fields = parse_config_file_name(down_name)
+    mismatches = block_m_pairs(up, down, lambda m: default_block_m(m, fields["E"], fields["dtype"],
+                                                                  fields["block_shape"]))
+    if not mismatches:
+        return []
+    up_label = "its up file" if up is not None else "SGLang's default up config (no up file is given or installed)"
+    where = "; ".join(f"from M={m} up {up_m} vs down {down_m}" for m, up_m, down_m in mismatches[:6])
+    where += f" (and {len(mismatches) - 6} more)" if len(mismatches) > 6 else ""
+    if rules["block_m_mismatch"] == "assert":
+        consequence = (f"sglang {rules['version']} asserts they are equal (try_get_optimal_moe_config), so the server "
+                       "would crash at its first forward; tune the down kernel with this up file as gate_up_config")
+    else:
+        consequence = f"sglang {rules['version']} overrides the down value with the up one (a warning, slower down GEMM)"
+    return [f"{down_name}: BLOCK_SIZE_M differs from {up_label}: {where}; {consequence}"]
+
+
+def _up_the_server_loads(install_dir: str | None, name: str, rules: dict) -> dict | None:
+    """The installed up config the release would load for ``name`` (exact or fallback dir), None for none."""
+    if not install_dir:
+        return None
+    configs_root, triton_dir = os.path.split(install_dir)
+    found = lookup(configs_root, triton_dir.removeprefix("triton_").replace("_", "."), name, rules)
+    content = read_bytes(found["path"]) if found["path"] else None
+    try:
+        data = json.loads(content) if content is not None else None
+    except ValueError:
+        return None
+    return data if isinstance(data, dict) and not validate_config(data, kernel="up") else None
 
 
 def install_changes(install_dir: str, requested: list[RequestedConfig]) -> list[Change]:

@@ -12,7 +12,11 @@ description:
   - Works on the directory SGLang reads fused-MoE configs from, C(configs/triton_X_Y_Z/) next to the installed
     package's config module, or a managed C(SGLANG_MOE_CONFIG_DIR) given as O(config_dir).
   - V(present) validates every file first (names SGLang can look up, batch-size keys, kernel fields with sane
-    values, the same BLOCK_SIZE_M in an up file and its C(_down) file) and installs nothing when one fails. Then it
+    values) and installs nothing when one fails. An up file and its C(_down) file (given, or already installed) are
+    paired as the server pairs them; where they pick a different BLOCK_SIZE_M, releases up to 0.5.12 assert (the
+    server crashes at its first forward), so the install is refused there, while later releases override the
+    down value, so it is a warning (RV(pairing_warnings)). The rules are the installed SGLang's (module_utils/moe_rules).
+    Then it
     backs up what it replaces (and records what it creates) in a timestamped directory on the host, writes each file
     atomically, and restores everything when a step fails.
   - A managed O(config_dir) used for the first time is seeded with the package's built-in configs, because with
@@ -150,6 +154,17 @@ listing:
   sample:
     triton_3_6_0:
       - {file_name: "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json", kernel: up, E: 256, N: 256}
+pairing_warnings:
+  description: Up/down pairs whose BLOCK_SIZE_M the installed release overrides (installed anyway).
+  returned: state=present
+  type: list
+  elements: str
+moe_rules:
+  description:
+    - How the installed SGLang looks configs up (C(config_module), C(fallback) V(fixed) or V(all_dirs),
+      C(block_m_mismatch) V(assert) or V(override), C(down_missing), C(checked), C(note)).
+  returned: state=present
+  type: dict
 errors:
   description: Every validation failure (nothing was installed).
   returned: when validation fails
@@ -163,7 +178,8 @@ from typing import NamedTuple
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import triton_dir_for
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
-    apply_changes, install_changes, list_configs, read_requested, restore_backup, seed_changes, validation_errors)
+    apply_changes, install_changes, list_configs, read_requested, restore_backup, seed_changes, validation_report)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import renew_leases
 
@@ -178,6 +194,7 @@ class ConfigRoots(NamedTuple):
     root: str  # the configs/ directory SGLang reads
     builtin: str  # the installed package's own configs/
     triton_dir: str
+    rules: dict  # the installed SGLang's MoE config rules
 
 
 def config_roots(module: AnsibleModule) -> ConfigRoots:
@@ -192,17 +209,19 @@ def config_roots(module: AnsibleModule) -> ConfigRoots:
             raise ValueError(f"triton_dir: triton is not installed for {params['python']}; set triton_dir")
         triton_dir = triton_dir_for(probe["versions"]["triton"])
     root = os.path.join(params["config_dir"], "configs") if params["config_dir"] else builtin
-    return ConfigRoots(root, builtin, triton_dir)
+    return ConfigRoots(root, builtin, triton_dir, moe_rules(probe["versions"]["sglang"]))
 
 
 def present(module: AnsibleModule) -> dict:
     params = module.params
     requested = read_requested(params["configs"])
-    errors = validation_errors(requested)
-    if errors:
-        raise InvalidConfigs(errors)
     roots = config_roots(module)
     install_dir = os.path.join(roots.root, roots.triton_dir)
+    errors, warnings = validation_report(requested, roots.rules, install_dir, roots.triton_dir)
+    if errors:
+        raise InvalidConfigs(errors)
+    for warning in warnings:
+        module.warn(warning)
     changes = install_changes(install_dir, requested)
     requested_paths = {os.path.join(install_dir, config.name) for config in requested}
     # A requested file wins over the built-in one of the same name.
@@ -221,6 +240,8 @@ def present(module: AnsibleModule) -> dict:
         "seeded": [seed.path for seed in seeds],
         "backup_dir": backup_dir,
         "listing": list_configs(roots.root),
+        "pairing_warnings": warnings,
+        "moe_rules": roots.rules,
         "diff": [{"before_header": c.path, "after_header": c.path, "before": (c.before or b"").decode(errors="replace"),
                   "after": c.content.decode(errors="replace")} for c in changes],
     }

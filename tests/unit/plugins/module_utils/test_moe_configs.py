@@ -16,7 +16,6 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
     DEFAULT_BATCH_SIZES,
     SUPPORTED_ARCHITECTURES,
     auto_batch_sizes,
-    check_up_down_consistency,
     checkpoint_dtype_selector,
     compute_bound_search_space,
     config_file_name,
@@ -464,24 +463,6 @@ def test_validate_config_rejects_malformed_documents(data, error):
 def test_validate_config_rejects_unknown_kernel():
     with pytest.raises(ValueError, match="'gate'"):
         validate_config({}, kernel="gate")
-
-
-def test_up_down_consistency_rtx_pair_warns_per_mismatched_key():
-    warnings = check_up_down_consistency(_sample(RTX_UP), _sample(RTX_DOWN))
-    assert len(warnings) == 15
-    assert warnings[0].startswith("batch size 1: down BLOCK_SIZE_M=32 differs from up BLOCK_SIZE_M=16")
-    assert any(warning.startswith("batch size 9216: down BLOCK_SIZE_M=128 differs from up BLOCK_SIZE_M=64") for warning in warnings)
-
-
-def test_up_down_consistency_h200_pair_is_clean():
-    assert check_up_down_consistency(_sample(H200_UP), _sample(H200_DOWN)) == []
-
-
-def test_up_down_consistency_reports_differing_keys():
-    up = _sample(H200_UP)
-    down = {key: value for key, value in _sample(H200_DOWN).items() if key != "1024"}
-    down["2048"] = up["1024"]
-    assert check_up_down_consistency(up, down) == ["batch-size keys differ: only in up ['1024'], only in down ['2048']"]
 
 
 # --- search space and smem ----------------------------------------------------------------------

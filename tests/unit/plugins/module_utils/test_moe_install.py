@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
     RequestedConfig,
     apply_changes,
@@ -22,7 +23,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
     read_requested,
     restore_backup,
     seed_changes,
-    validation_errors,
+    validation_report,
 )
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
@@ -59,8 +60,16 @@ def test_read_requested_from_src_and_content(tmp_path):
         read_requested([{"content": {"1": ENTRY}}])
 
 
+RULES_0511 = moe_rules("0.5.11")
+RULES_0523 = moe_rules("0.5.23")
+
+
+def validation_errors(requested, rules=RULES_0523, install_dir=None):
+    return validation_report(requested, rules, install_dir)[0]
+
+
 def test_valid_upstream_pair_passes():
-    assert validation_errors([_fixture(H200_UP), _fixture(H200_DOWN)]) == []
+    assert validation_report([_fixture(H200_UP), _fixture(H200_DOWN)], RULES_0511) == ([], [])
 
 
 def test_every_reason_is_reported():
@@ -78,11 +87,38 @@ def test_every_reason_is_reported():
     assert "d: up config has no batch-size entries" in errors
 
 
-def test_mismatched_block_size_m_between_up_and_down_is_refused():
-    errors = validation_errors([_fixture(RTX_UP), _fixture(RTX_DOWN)])
-    assert errors and all(e.startswith(f"{RTX_UP} and its _down file: ") for e in errors)
-    assert any("down BLOCK_SIZE_M=" in e for e in errors)
-    assert validation_errors([_fixture(RTX_UP)]) == [] and validation_errors([_fixture(RTX_DOWN)]) == []
+def test_mismatched_block_size_m_is_refused_where_the_release_asserts_and_a_warning_where_it_overrides():
+    # The upstream RTX PRO 6000 pair (two commits) picks different BLOCK_SIZE_M at several token counts.
+    errors, warnings = validation_report([_fixture(RTX_UP), _fixture(RTX_DOWN)], RULES_0511)
+    assert warnings == [] and len(errors) == 1
+    assert errors[0].startswith(f"{RTX_DOWN}: BLOCK_SIZE_M differs from its up file: from M=1 up 16 vs down 32")
+    assert "sglang 0.5.11 asserts they are equal" in errors[0] and "crash at its first forward" in errors[0]
+    errors, warnings = validation_report([_fixture(RTX_UP), _fixture(RTX_DOWN)], RULES_0523)
+    assert errors == [] and len(warnings) == 1 and "sglang 0.5.23 overrides the down value" in warnings[0]
+    assert validation_report([_fixture(RTX_UP)], RULES_0511) == ([], [])
+
+
+def test_a_down_file_is_paired_with_the_installed_up_file_or_the_default_config(tmp_path):
+    install_dir = tmp_path / "configs" / "triton_3_6_0"
+    (tmp_path / "configs" / "triton_3_4_0").mkdir(parents=True)
+    (tmp_path / "configs" / "triton_3_4_0" / RTX_UP).write_bytes((FIXTURES / RTX_UP).read_bytes())
+    # 0.5.11 falls back to triton_3_4_0 for the up file: that is the one its down file is paired with.
+    errors = validation_errors([_fixture(RTX_DOWN)], RULES_0511, str(install_dir))
+    assert len(errors) == 1 and "differs from its up file" in errors[0]
+    # Without an up file the server runs SGLang's default config: BLOCK_SIZE_M 16 up to M=E, then 64.
+    down = {"1": {**ENTRY, "BLOCK_SIZE_M": 16}, "4096": {**ENTRY, "BLOCK_SIZE_M": 64}}
+    name = "E=8,N=1792,device_name=NVIDIA_H200_down.json"
+    errors = validation_errors([RequestedConfig("x", name, json.dumps(down).encode())], RULES_0511, str(install_dir))
+    assert len(errors) == 1 and "SGLang's default up config" in errors[0]
+    assert "from M=9 up 64 vs down 16" in errors[0]  # E=8: the default turns to 64 at M=9, the down file at 2049
+    good = {"1": {**ENTRY, "BLOCK_SIZE_M": 16}, "8": {**ENTRY, "BLOCK_SIZE_M": 16}, "9": {**ENTRY, "BLOCK_SIZE_M": 64}}
+    assert validation_errors([RequestedConfig("x", name, json.dumps(good).encode())], RULES_0511) == []
+
+
+def test_a_triton_dir_the_release_cannot_sort_is_refused_where_it_scans_every_dir():
+    errors, _ = validation_report([_fixture(H200_UP)], moe_rules("0.5.14"), triton_dir="triton_3_6_0_post1")
+    assert errors and errors[0].startswith("triton_dir: sglang 0.5.14 cannot sort the config directories")
+    assert validation_report([_fixture(H200_UP)], RULES_0511, triton_dir="triton_3_6_0_post1") == ([], [])
 
 
 # --- install, backup, rollback, restore ---------------------------------------------------------

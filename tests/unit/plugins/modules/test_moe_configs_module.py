@@ -94,7 +94,12 @@ def test_invalid_json_is_refused_with_the_reason_and_nothing_installed(host, cap
 
 def test_managed_dir_is_seeded_and_restored_exactly(host, capsys):
     managed = host["tmp"] / "moe"
-    code, result = run_module(host, capsys, config_dir=str(managed), configs=[{"src": str(host["tuned"] / H200_DOWN)}])
+    # sglang 0.5.11 with Triton 3.6.0 never falls back to triton_3_5_1: a down file alone would run against
+    # SGLang's default up config (BLOCK_SIZE_M 64 for block-FP8) and crash on its assert.
+    code, refused = run_module(host, capsys, config_dir=str(managed), configs=[{"src": str(host["tuned"] / H200_DOWN)}])
+    assert code == 1 and "BLOCK_SIZE_M differs from SGLang's default up config" in refused["msg"]
+    assert "sglang 0.5.11 asserts they are equal" in refused["msg"] and not managed.exists()
+    code, result = run_module(host, capsys, config_dir=str(managed), configs=tuned_pair(host))
     assert code == 0, result
     assert result["seeded"] == [str(managed / "configs" / "triton_3_5_1" / H200_UP)]
     assert sorted(result["listing"]) == ["triton_3_5_1", "triton_3_6_0"]
