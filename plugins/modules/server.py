@@ -316,7 +316,9 @@ class ServerDeployment:
         """Model path, SGLang's own parser (with validate_flags) and the port, before anything changes."""
         def run_python(argv: list) -> tuple:  # with the server's environment
             env = {key: str(value) for key, value in self.params["environment"].items()}
-            return self.module.run_command(argv, environ_update={**env, "LC_ALL": "C"})
+            cwd = self.params["working_directory"]  # the service's sys.path[0], as the launcher sets it
+            return self.module.run_command(argv, environ_update={**env, "LC_ALL": "C"},
+                                           cwd=cwd if os.path.isdir(cwd) else "/")
         errors = preflight_errors(self.run, self.params, self.unit, unit_state(self.run, self.unit).main_pid,
                                   run_python=run_python, current_unit=self.read(self.unit_path))
         if errors:
