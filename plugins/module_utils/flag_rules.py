@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import BY_OLD, status, version_tuple
+
 _VERSION_BOUND = re.compile(r"^\s*(>=|<=|==|>|<)\s*([0-9][0-9a-zA-Z.]*)\s*$")
-
-
-def version_tuple(version: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", version)[:4])
 
 
 def version_in_range(version: str, spec: str | None) -> bool:
@@ -43,9 +41,42 @@ def _condition_holds(name: str, expected, server_args: dict, context: dict) -> b
     if name == "moe_dtype_not_in":
         return context.get("moe_dtype") not in expected
     if name == "without_arg":
-        return not server_args.get(expected)
+        return not _arg_set(server_args, expected, context.get("sglang_version"))
     raise ValueError(f"requires.{name}: unknown condition (known: sm_in, single_node, gpu_name_not_regex, "
                      "topk_min, moe_dtype_not_in, without_arg)")
+
+
+def _in_release_names(server_args: dict, version: str | None) -> dict:
+    """Requested args with names the release renamed in its names (sglang_names), whatever the user wrote."""
+    translated = {}
+    for name, value in server_args.items():
+        rename = BY_OLD.get(name)
+        if rename is not None and status(rename, version=version) != "current":
+            if rename.const is None:
+                translated.setdefault(rename.new, value)
+            elif value:
+                translated.setdefault(rename.new, rename.const)
+            continue
+        translated[name] = value
+    return translated
+
+
+def _arg_set(server_args: dict, name: str, version: str | None) -> bool:
+    """Whether ``name`` (a rule's flag, in any release's name) is requested in ``server_args`` (release names)."""
+    rename = BY_OLD.get(name)
+    if rename is not None and status(rename, version=version) != "current":
+        value = server_args.get(rename.new)
+        return value == rename.const if rename.const is not None else bool(value)
+    return bool(server_args.get(name))
+
+
+def _release_spelling(name: str, version: str | None) -> str:
+    """A rule's flag as the release spells it: ``cuda_graph_backend_prefill=tc_piecewise`` for
+    ``enforce_piecewise_cuda_graph`` on 0.5.14+."""
+    rename = BY_OLD.get(name)
+    if rename is None or status(rename, version=version) == "current":
+        return name
+    return f"{rename.new}={rename.const}" if rename.const is not None else rename.new
 
 
 def evaluate_flag_rules(rules: list[dict], server_args: dict, context: dict) -> list[dict]:
@@ -53,17 +84,22 @@ def evaluate_flag_rules(rules: list[dict], server_args: dict, context: dict) -> 
 
     ``context``: ``sm`` (e.g. ``sm120``), ``gpu_name``, ``nnodes``, ``topk``, ``moe_dtype``,
     ``sglang_version``. Each finding says "will not take effect because ..." and cites the rule's source.
+    Rules and requests may use any release's name of a renamed arg (``disable_piecewise_cuda_graph`` or
+    ``cuda_graph_backend_prefill: disabled``): both are read in the installed release's names.
     """
     findings = []
     version = context.get("sglang_version") or "0"
+    server_args = _in_release_names(server_args, context.get("sglang_version"))
     for rule in rules:
-        if not server_args.get(rule["flag"]) or not version_in_range(version, rule.get("sglang")):
+        if not _arg_set(server_args, rule["flag"], context.get("sglang_version")) \
+                or not version_in_range(version, rule.get("sglang")):
             continue
         failed = [name for name, expected in rule["requires"].items()
                   if not _condition_holds(name, expected, server_args, context)]
         if failed:
             reason = rule["reason"].format_map({**{k: context.get(k) for k in ("sm", "topk", "moe_dtype", "gpu_name")}})
-            findings.append({"id": rule["id"], "flag": rule["flag"], "failed_conditions": failed,
-                             "message": f"{rule['flag']} will not take effect because {reason}",
+            flag = _release_spelling(rule["flag"], context.get("sglang_version"))
+            findings.append({"id": rule["id"], "flag": flag, "failed_conditions": failed,
+                             "message": f"{flag} will not take effect because {reason}",
                              "source": rule["source"]})
     return findings

@@ -12,8 +12,15 @@ import re
 import shlex
 from collections.abc import Mapping
 
-# `--flag-name METAVAR`, `--flag-name {a,b}`, `--flag [X ...]`, or a bare `--flag` in argparse help.
-_HELP_OPTION = re.compile(r"(?:^|[\s,\[])(--[a-z0-9][a-z0-9-]*)(?:[ =](\{[^}]*\}|[A-Z][A-Z0-9_]*|\[?[A-Z][A-Z0-9_]* \.\.\.\]?))?")
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import (
+    BY_OLD, removed_error, status, translate_args)
+
+# argparse --help: an option's invocation line (`  --flag METAVAR, --alias METAVAR   help`, indented less than
+# the help column) and the usage block (`[--flag [X]]`); a part is one option string with its value shape.
+_OPTION_PART = re.compile(r"(--?[A-Za-z0-9][\w-]*)((?: (?:\{[^}]*\}|\[[^\]]*\]+|[^\s,\[{][^\s,]*))*)")
+_INVOCATION_LINE = re.compile(r"^ {1,8}(-{1,2}[A-Za-z0-9].*?)(?: {2,}\S.*)?$")
+_USAGE_OPTION = re.compile(r"\[(--[A-Za-z0-9][\w-]*)((?: (?:\{[^}]*\}|\[[^\[\]]*(?:\[[^\[\]]*\])?[^\[\]]*\]|[^\s\[\]|]+))*)\]"
+                           r"|(?<![\w\[-])(--[A-Za-z0-9][\w-]*)((?: (?:\{[^}]*\}|[A-Z][A-Z0-9_]*))?)(?=[\s\]]|$)")
 
 
 def flag_name(arg: str) -> str:
@@ -76,18 +83,85 @@ def systemd_exec_line(argv: list[str]) -> str:
     return " ".join(shlex.quote(a).replace("%", "%%").replace("$", "$$") for a in argv)
 
 
+def _value_shape(rest: str) -> dict:
+    """What argparse's metavar text after an option string says: takes a value, optional, several, choices.
+
+    `` X`` one value; `` [X]`` an optional value (nargs='?'); `` [X ...]`` any number (nargs='*');
+    `` X [X ...]`` one or more (nargs='+'); `` {a,b}`` in place of X: the choices; nothing: a switch.
+    """
+    rest = rest.strip()
+    if not rest:
+        return {"takes_value": False, "value_optional": False, "multiple": False, "choices": None}
+    optional = rest.startswith("[")
+    multiple = "..." in rest
+    first = rest.lstrip("[").split(" ", 1)[0].rstrip("]")
+    choices = first[1:-1].split(",") if first.startswith("{") and first.endswith("}") else None
+    return {"takes_value": True, "value_optional": optional, "multiple": multiple, "choices": choices}
+
+
+def _add_flag(flags: dict, flag: str, rest: str) -> None:
+    if not flag.startswith("--"):
+        return
+    name = arg_name(flag)
+    spec = {"flag": flag, **_value_shape(rest)}
+    known = flags.get(name)
+    if known is None or (spec["takes_value"] and not known["takes_value"]):
+        flags[name] = spec
+
+
 def parse_help_flags(help_text: str) -> dict[str, dict]:
-    """Flags ``python -m sglang.launch_server --help`` lists: ``{arg_name: {flag, takes_value, choices}}``."""
+    """Flags ``python -m sglang.launch_server --help`` lists.
+
+    ``{arg_name: {flag, takes_value, value_optional, multiple, choices}}`` for every option string
+    (aliases included). Read from argparse's option lines (every option string with its value shape),
+    and from the usage block for options only it shows; help prose that mentions a flag is not an option.
+    """
     flags: dict[str, dict] = {}
-    for match in _HELP_OPTION.finditer(help_text):
-        flag, value = match.group(1), match.group(2)
-        name = arg_name(flag)
-        choices = value[1:-1].split(",") if value and value.startswith("{") else None
-        known = flags.get(name)
-        if known is None or (value and not known["takes_value"]):
-            flags[name] = {"flag": flag, "takes_value": bool(value), "choices": choices}
+    usage: list[str] = []
+    in_usage = False
+    for line in help_text.splitlines():
+        if line.startswith("usage:"):
+            in_usage = True
+        elif in_usage and not line.strip():
+            in_usage = False
+        if in_usage:
+            usage.append(line)
+            continue
+        match = _INVOCATION_LINE.match(line)
+        if match is None:
+            continue
+        for part in match.group(1).split(", "):
+            option = _OPTION_PART.fullmatch(part.strip())
+            if option is not None:
+                _add_flag(flags, option.group(1), option.group(2))
+    for match in _USAGE_OPTION.finditer(" ".join(line.strip() for line in usage)):
+        flag, rest = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+        if arg_name(flag) not in flags:
+            _add_flag(flags, flag, rest or "")
     flags.pop("help", None)
     return flags
+
+
+def _value_errors(name: str, value: object, spec: Mapping) -> list[str]:
+    flag = spec["flag"]
+    if not spec["takes_value"]:
+        if isinstance(value, bool):
+            return []
+        return [f"server_args.{name}: {flag} is an on/off flag; use true or false, got {value!r}"]
+    if isinstance(value, bool):
+        if not value or spec.get("value_optional"):
+            return []  # false: omitted; true: the bare flag, which an optional-value option takes
+        return [f"server_args.{name}: {flag} takes a value, got a boolean; set a value or null to use SGLang's default"]
+    if isinstance(value, (list, tuple)) and not spec.get("multiple"):
+        return [f"server_args.{name}: {flag} takes one value, got a list {list(value)!r}"]
+    choices = spec.get("choices")
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if choices:
+        wrong = [item for item in items if str(item) not in choices]
+        if wrong:
+            shown = wrong[0] if len(wrong) == 1 and not isinstance(value, (list, tuple)) else wrong
+            return [f"server_args.{name}: {shown!r} is not one of {', '.join(choices)}"]
+    return []
 
 
 def validate_server_args(server_args: Mapping[str, object], known_flags: Mapping[str, dict]) -> list[str]:
@@ -96,17 +170,19 @@ def validate_server_args(server_args: Mapping[str, object], known_flags: Mapping
     for name, value in server_args.items():
         spec = known_flags.get(name)
         if spec is None:
-            errors.append(_unknown_flag_error(name, known_flags))
-        elif value is None:
-            continue
-        elif not spec["takes_value"] and not isinstance(value, bool):
-            errors.append(f"server_args.{name}: {spec['flag']} is an on/off flag; use true or false, got {value!r}")
-        elif spec["takes_value"] and isinstance(value, bool) and value:
-            errors.append(f"server_args.{name}: {spec['flag']} takes a value, got a boolean; "
-                          f"set a value or null to use SGLang's default")
-        elif spec["choices"] and value is not False and str(value) not in spec["choices"]:
-            errors.append(f"server_args.{name}: {value!r} is not one of {', '.join(spec['choices'])}")
+            rename = BY_OLD.get(name)
+            if rename is not None and status(rename, known_flags) == "removed":
+                errors.append(removed_error(rename, value))
+            else:
+                errors.append(_unknown_flag_error(name, known_flags))
+        elif value is not None:
+            errors.extend(_value_errors(name, value, spec))
     return errors
+
+
+def deprecated_alias_warnings(server_args: Mapping[str, object], known_flags: Mapping[str, dict]) -> list[str]:
+    """Warnings for requested old names the installed SGLang takes only as deprecated aliases (sglang_names)."""
+    return translate_args(server_args, known_flags)[1]
 
 
 def _unknown_flag_error(name: str, known_flags: Mapping[str, dict]) -> str:

@@ -5,7 +5,9 @@
 This module util is private to the llmops.sglang collection; do not use it from other collections.
 
 Inputs are `startup_log.parse_startup_log` results plus the server args each start requested
-(snake_case ServerArgs field names; `--kebab-case` flag spellings are accepted too). The diff names
+(snake_case ServerArgs field names; `--kebab-case` flag spellings are accepted too, and names a newer
+release renamed are read in its names, sglang_names). The dumps speak each release's names
+(0.5.14+: cuda_graph_backend_prefill where 0.5.11 had disable_piecewise_cuda_graph). The diff names
 what the server changed by itself, capacity changes, warnings that appeared or vanished and MoE
 kernel configs whose status changed, and says it in sentences for reports.
 """
@@ -16,9 +18,14 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import renamed_in, translate_value
+
 CAPACITY_METRICS = ("max_running_requests", "max_total_num_tokens", "kv_cache_tokens")
 # ServerArgs fields that take a new value on every start unless set (random_seed: random.randint).
 _VOLATILE_ARGS = frozenset({"random_seed"})
+# Fields a release derives from other requested fields: a change is the server's only when no request of the
+# family changed (0.5.14+ cuda_graph_config is resolved from cuda_graph_backend_*/cuda_graph_max_bs_*/...).
+_DERIVED_ARGS = {"cuda_graph_config": "cuda_graph_"}
 # Decimal numbers in warnings are measurements (GB, ratios) that differ between starts.
 _MEASUREMENT_RE = re.compile(r"\d+\.\d+")
 
@@ -42,11 +49,12 @@ def diff_server_facts(
     for name, value in (("baseline_requested", baseline_requested), ("candidate_requested", candidate_requested)):
         if value is not None and not isinstance(value, Mapping):
             raise TypeError(f"{name} must be a mapping of server args, got {type(value).__name__}")
+    baseline_args, candidate_args = _mapping(baseline.get("server_args")), _mapping(candidate.get("server_args"))
     auto_adjusted = _auto_adjusted(
-        _mapping(baseline.get("server_args")),
-        _mapping(candidate.get("server_args")),
-        _requested(baseline_requested),
-        _requested(candidate_requested),
+        baseline_args,
+        candidate_args,
+        _in_release_names(_requested(baseline_requested), baseline_args),
+        _in_release_names(_requested(candidate_requested), candidate_args),
     )
     capacity = _capacity_changes(baseline, candidate)
     appeared = _new_warnings(_strings(candidate.get("warnings")), _strings(baseline.get("warnings")))
@@ -80,6 +88,21 @@ def _strings(value: Any) -> list[str]:
 def _requested(requested: Mapping[str, Any] | None) -> dict[str, Any]:
     """Requested args keyed by ServerArgs field name (`--max-running-requests` -> max_running_requests)."""
     return {str(key).lstrip("-").replace("-", "_"): value for key, value in (requested or {}).items()}
+
+
+def _in_release_names(requested: dict[str, Any], effective: Mapping[str, Any]) -> dict[str, Any]:
+    """A request in older names (``disable_piecewise_cuda_graph: true``) in the names of the release
+    whose dump is ``effective`` (``cuda_graph_backend_prefill: disabled`` from 0.5.14, sglang_names)."""
+    translated: dict[str, Any] = {}
+    for name, value in requested.items():
+        rename = renamed_in(name, effective)
+        if rename is None:
+            translated.setdefault(name, value)
+            continue
+        applies, new_value = translate_value(rename, value)
+        if applies:
+            translated[rename.new] = new_value
+    return translated
 
 
 def _canonical(value: Any) -> Any:
@@ -128,9 +151,17 @@ def _auto_adjusted(
             # A change is the server's doing only when the request for it did not change too.
             if arg in baseline_requested or arg not in baseline_args or _same(baseline_args[arg], effective):
                 continue
+            family = _DERIVED_ARGS.get(arg)
+            if family is not None and _family_request_changed(family, baseline_requested, candidate_requested):
+                continue
             requested = None
         adjusted.append({"arg": arg, "requested": requested, "effective": effective, "baseline": baseline_args.get(arg)})
     return adjusted
+
+
+def _family_request_changed(prefix: str, baseline_requested: dict[str, Any], candidate_requested: dict[str, Any]) -> bool:
+    names = {name for name in (*baseline_requested, *candidate_requested) if name.startswith(prefix)}
+    return any(not _same(baseline_requested.get(name), candidate_requested.get(name)) for name in names)
 
 
 def _is_number(value: Any) -> bool:

@@ -5,16 +5,24 @@
 This module util is private to the llmops.sglang collection; do not use it from other collections.
 
 Pure and stdlib-only: it runs on the managed hosts (module side) and on the controller (filters).
-The formats it reads are SGLang's own log lines as of mid-2025 .. 2026 (prefix
-``[YYYY-MM-DD HH:MM:SS(.mmm)( DP0 TP0 ...)] message``), optionally wrapped in journald, docker or
-docker compose prefixes, with tqdm progress bars (``\\r``) mixed in. Every fact is taken from what
-the server printed; a value that may have been cut off by a truncated log is not reported.
-The text is expected to hold one server start (e.g. one systemd invocation).
+The formats it reads are SGLang's own log lines as of mid-2025 .. 2026, releases 0.5.10 .. 0.5.23 (prefix
+``[YYYY-MM-DD HH:MM:SS(.mmm)( DP0 TP0 ...)] message``, sglang/srt/utils/common.py::configure_logger,
+the same in every release), optionally wrapped in journald (short, short-precise, short-iso), docker,
+docker compose / container-name, torchrun (``[rank0]:``) or Python-logging (``INFO:name:``,
+``asctime - name - LEVEL - ``) prefixes, with a time-only SGLang prefix, HTML-escaped (copied from a
+web UI), with tqdm progress bars (``\\r``) mixed in, and with the server_args dump split over
+several lines (journald's LineMax, terminal wrapping). The dump is ``server_args=ServerArgs(...)``
+(the dataclass repr, 0.5.10 .. 0.5.17, sglang/srt/entrypoints/engine.py ``logger.info(f"{server_args=}")``)
+or ``server_args={...}`` (a dict, 0.5.20 ``server_args.resolved_dict()``, 0.5.23
+``_server_args_for_logging``). Every fact is taken from what the server printed; a value that may
+have been cut off by a truncated log is not reported. The text is expected to hold one server start
+(e.g. one systemd invocation).
 """
 from __future__ import annotations
 
 import ast
 import datetime
+import html
 import re
 import warnings
 from typing import Any, Iterator, NamedTuple
@@ -24,40 +32,51 @@ from typing import Any, Iterator, NamedTuple
 # Outer prefixes added by the log transport, outermost first: docker compose service column,
 # docker timestamps (`docker logs -t`), journald short / short-iso / short-iso-precise.
 _ISO_TS = r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)"
+_LEVELS = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 _OUTER_PREFIX_RE = re.compile(
     r"(?:[A-Za-z0-9][\w.-]* +\| ?)?"
-    r"(?:(?P<journal_ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|" + _ISO_TS + r") \S+ [^\s\[\]:]+(?:\[\d+\])?: "
+    r"(?:(?P<journal_ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|" + _ISO_TS + r") \S+ [^\s\[\]:]+(?:\[\d+\])?: "
     r"|(?P<docker_ts>" + _ISO_TS + r") )?"
+    # torchrun / torch.distributed elastic: `[rank0]: ` or `[default0]:`
+    r"(?:\[(?:rank|default)\d+\]: ?)?"
+    # Python logging set up by a wrapper: basicConfig's `INFO:sglang.srt.x:` or
+    # `2026-11-30 10:00:01,123 - sglang.srt.x - INFO - `
+    r"(?:(?P<py_level>" + _LEVELS + r"):[\w.]+:"
+    r"|(?P<py_ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})?) - [\w.]+ - (?P<py_level2>" + _LEVELS + r") - )?"
 )
 _RANK_TAGS = r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*"
-# SGLang's own prefix (utils/common.py::configure_logger); `.mmm` only with SGLANG_LOG_MS.
+# SGLang's own prefix (utils/common.py::configure_logger); `.mmm` only with SGLANG_LOG_MS; a date-less
+# `[HH:MM:SS TP0]` when a logging config (SGLANG_LOGGING_CONFIG_PATH) sets datefmt to the time only.
 _SGLANG_PREFIX_RE = re.compile(
-    r"\[(?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?)(?P<ranks>" + _RANK_TAGS + r")\] ?"
+    r"\[(?P<ts>(?:\d{4}-\d\d-\d\d )?\d\d:\d\d:\d\d(?:[.,]\d{3})?)(?P<ranks>" + _RANK_TAGS + r")\] ?"
 )
 _LINE_PREFIX_RE = re.compile(_OUTER_PREFIX_RE.pattern + "(?:" + _SGLANG_PREFIX_RE.pattern + ")?")
 # The same prefix in the middle of a line: a log line glued to a progress bar without a newline.
 _GLUED_PREFIX_RE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?" + _RANK_TAGS + r"\] ")
 _ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+# A log copied from a web page (Loki/Grafana, an issue's HTML): `&#39;`, `&quot;`, `&lt;`, ...
+_HTML_ENTITY_RE = re.compile(r"&(?:#\d{1,7}|#x[0-9a-fA-F]{1,6}|quot|apos|amp|lt|gt|nbsp);")
 _RANK_RE = re.compile(r"([A-Z_]+)(\d+)")
-_FRACTION_RE = re.compile(r"\.(\d+)")
+_FRACTION_RE = re.compile(r"[.,](\d+)")
 
 
 class _Record(NamedTuple):
     timestamp: str | None  # SGLang's own timestamp text (local time of the server)
     ranks: str  # e.g. "DP0 TP0 EP0"; "" for the main process or unprefixed lines
     message: str
-    prefixed: bool  # carried SGLang's own `[...]` prefix
+    prefixed: bool  # carried SGLang's own `[...]` prefix (or a Python-logging wrapper's)
     complete: bool  # False for the last line of a text cut mid-line
+    level: str | None = None  # level name a Python-logging wrapper printed
 
 
 def _strip_outer(line: str) -> tuple[str | None, str]:
     """Remove transport prefixes; return (their timestamp text, rest of the line)."""
     if "\x1b" in line:
         line = _ANSI_ESCAPE_RE.sub("", line)
-    if line.startswith("["):
+    if line.startswith("[") and not line.startswith(("[rank", "[default")):
         return None, line  # SGLang's own prefix first: no transport prefix
     match = _OUTER_PREFIX_RE.match(line)
-    return match.group("docker_ts") or match.group("journal_ts"), line[match.end():]
+    return match.group("py_ts") or match.group("docker_ts") or match.group("journal_ts"), line[match.end():]
 
 
 def _strip_sglang(text: str) -> tuple[str | None, str, str]:
@@ -69,11 +88,17 @@ def _strip_sglang(text: str) -> tuple[str | None, str, str]:
 
 
 def _to_datetime(text: str | None) -> datetime.datetime | None:
-    """Naive wall-clock datetime of a prefix timestamp; None when it has no year or is invalid."""
+    """Naive wall-clock datetime of a prefix timestamp; None when it has no year or is invalid.
+
+    A time-only SGLang prefix (``10:00:01``) gives that time on 1900-01-01: good for durations
+    within one day (a start that crosses midnight has no duration rather than a wrong one).
+    """
     if not text:
         return None
     try:
-        if not text[:4].isdigit():  # journald short format ("Mar 09 ...") carries no year
+        if text[2:3] == ":":  # time only
+            text = "1900-01-01 " + text
+        elif not text[:4].isdigit():  # journald short format ("Mar 09 ...") carries no year
             return None
         fraction = _FRACTION_RE.match(text, 19)
         microseconds = int(fraction.group(1)[:6].ljust(6, "0")) if fraction else 0
@@ -105,6 +130,8 @@ def _iter_records(text: str) -> Iterator[_Record]:
     last_index = len(lines) - 1
     for index, line in enumerate(lines):
         complete = not (cut_mid_line and index == last_index)
+        if "&" in line and _HTML_ENTITY_RE.search(line):
+            line = html.unescape(line).replace("\xa0", " ")
         # Fast path for the usual line: one match for all prefixes, one piece.
         match = _LINE_PREFIX_RE.match(line)
         message = line[match.end():]
@@ -113,8 +140,10 @@ def _iter_records(text: str) -> Iterator[_Record]:
             continue
         message = message.rstrip()
         if message:
-            timestamp = match.group("ts")
-            yield _Record(timestamp, (match.group("ranks") or "").strip(), message, timestamp is not None, complete)
+            level = match.group("py_level") or match.group("py_level2")
+            timestamp = match.group("ts") or match.group("py_ts")
+            prefixed = match.group("ts") is not None or level is not None
+            yield _Record(timestamp, (match.group("ranks") or "").strip(), message, prefixed, complete, level)
 
 
 def _records_of_line(line: str, complete: bool) -> Iterator[_Record]:
@@ -139,20 +168,26 @@ def _split_glued(segment: str) -> list[str]:
     return [segment[begin:end] for begin, end in zip(bounds, bounds[1:])]
 
 
-# --- server_args=ServerArgs(...) --------------------------------------------------------------------
+# --- server_args=ServerArgs(...) / server_args={...} ---------------------------------------------------
 
-_SERVER_ARGS_START = "server_args=ServerArgs("
+_SERVER_ARGS_CALL = "server_args=ServerArgs("  # 0.5.10 .. 0.5.17: the dataclass repr
+_SERVER_ARGS_DICT = "server_args={"  # 0.5.20+: resolved_dict() / _server_args_for_logging()
+_SERVER_ARGS_START = (_SERVER_ARGS_CALL, _SERVER_ARGS_DICT)
 # Tokens that matter for splitting a dataclass repr: complete string literals (repr never puts a raw
 # newline in one), a quote that is never closed (cut-off line), brackets, commas.
 _REPR_TOKEN_RE = re.compile(r"""'(?:[^'\\\n]|\\.)*'|"(?:[^"\\\n]|\\.)*"|['"]|[()\[\]{}<>,]""")
 _KEYWORD_RE = re.compile(r"\s*([A-Za-z_]\w*)=(.*)", re.DOTALL)
+_DICT_KEY_RE = re.compile(r"""\s*(['"])([A-Za-z_]\w*)\1\s*:\s*(.*)""", re.DOTALL)
+# An enum member's repr inside a dump: `<Backend.DISABLED: 'disabled'>` stands for its value.
+_ENUM_REPR_RE = re.compile(r"""<[A-Za-z_][\w.]*: ('(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*"|-?\d+(?:\.\d+)?|True|False|None)>""")
 _OPENERS = "([{<"
 _SECRET_SUFFIX = "api_key"
 _REDACTED = "<redacted>"
 
 
-def _split_call_arguments(body: str) -> tuple[list[str], bool]:
-    """Split the inside of `Name(...)` at top-level commas; return (arguments, call was closed).
+def _split_call_arguments(body: str, closer: str = ")") -> tuple[list[str], bool]:
+    """Split the inside of `Name(...)` (or of `{...}` with closer `}`) at top-level commas; return
+    (arguments, call was closed).
 
     A scanner rather than `ast.parse` of the whole call: real reprs can hold `<Enum.X: 'x'>`
     values, which are not Python syntax, and a cut-off line has no closing parenthesis.
@@ -174,7 +209,7 @@ def _split_call_arguments(body: str) -> tuple[list[str], bool]:
                 start = token.end()
         elif depth > 0:
             depth -= 1
-        elif symbol == ")":
+        elif symbol == closer:
             arguments.append(body[start:token.start()])
             return arguments, True
     return arguments, False
@@ -201,31 +236,37 @@ def _as_json_types(value: Any) -> Any:
 
 
 def _literal(source: str) -> Any:
-    """The Python literal in `source`, or `source` itself when it is not a JSON-able literal."""
+    """The Python literal in `source`, or `source` itself when it is not a JSON-able literal.
+
+    Enum members (`<Backend.DISABLED: 'disabled'>`, alone or inside a dict/list) count as their value.
+    """
+    text = _ENUM_REPR_RE.sub(r"\1", source) if "<" in source else source
     try:
-        value = _as_json_types(ast.literal_eval(source))
+        value = _as_json_types(ast.literal_eval(text))
     except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
         return source
     return value if _jsonable(value) else source
 
 
-def parse_server_args(body: str) -> tuple[dict[str, Any], bool]:
-    """Parse the text after `server_args=ServerArgs(`; return (fields, complete).
+def parse_server_args(body: str, form: str = "call") -> tuple[dict[str, Any], bool]:
+    """Parse the text after `server_args=ServerArgs(` (form ``call``) or `server_args={` (form ``dict``);
+    return (fields, complete).
 
-    Values that are Python literals become their value; anything else (enum reprs, calls such as
-    `device(type='cuda')`) stays as its source text. When the line was cut, `complete` is False and
-    the field being written at the cut is left out (only fields followed by a top-level comma count).
-    Fields named like an API key are redacted.
+    Values that are Python literals become their value, enum members their value; anything else
+    (calls such as `device(type='cuda')`) stays as its source text. When the dump was cut,
+    `complete` is False and the field being written at the cut is left out (only fields followed by
+    a top-level comma count). Fields named like an API key are redacted.
     """
-    arguments, complete = _split_call_arguments(body)
+    arguments, complete = _split_call_arguments(body, "}" if form == "dict" else ")")
+    key_re = _DICT_KEY_RE if form == "dict" else _KEYWORD_RE
     fields: dict[str, Any] = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # invalid escapes in odd strings must not warn or raise
         for argument in arguments:
-            match = _KEYWORD_RE.match(argument)
+            match = key_re.match(argument)
             if match is None:
                 continue
-            name, source = match.group(1), match.group(2).strip()
+            name, source = match.group(match.lastindex - 1), match.group(match.lastindex).strip()
             value = _literal(source)
             fields[name] = _REDACTED if name.endswith(_SECRET_SUFFIX) and value is not None else value
     return fields, complete
@@ -233,18 +274,32 @@ def parse_server_args(body: str) -> tuple[dict[str, Any], bool]:
 
 # --- other startup lines ---------------------------------------------------------------------------
 
-_KV_CACHE_RE = re.compile(r"KV Cache is allocated\.(?: dtype: (?P<dtype>[^,\s]+),)? #tokens: (?P<tokens>\d{1,18}),")
+# "KV Cache is allocated. [dtype: X, ]#tokens: N, ..." (memory_pool.py; dtype from 0.5.14, a label such as
+# "draft KV Cache" in front from 0.5.17); 0.5.17+ resize the pool after graph capture and say
+# "Post-capture KV sizing: KV cache allocated. dtype: %s, #tokens: %d, ..." (kv_pool_runtime.py): that one is final.
+_KV_CACHE_RE = re.compile(r"(?:KV Cache is allocated|Post-capture KV sizing: KV cache allocated)\."
+                          r"(?: dtype: (?P<dtype>[^,\s]+),)? #tokens: (?P<tokens>\d{1,18}),")
+_KV_CACHE_FINAL = "Post-capture KV sizing: KV cache allocated."
 _LOAD_ELAPSED_RE = re.compile(r"Load weight end\. elapsed=(\d+(?:\.\d+)?) s")
-_CAPTURE_ELAPSED_RE = re.compile(r"Time elapsed: (\d+(?:\.\d+)?) s")
-_PCG_DISABLED = "Disable piecewise CUDA graph because "
-# Older versions chose the attention backend at runtime and said so.
-_ATTENTION_DEFAULT_RE = re.compile(r"Attention backend not (?:set|explicitly specified)\. Use (\w+) backend by default")
+# "Capture cuda graph end. Time elapsed: 12.3 s." (0.5.10/0.5.11 model_runner.py);
+# "Capture target decode cuda graph end. elapsed=12.3 s, ..." (0.5.14), "... CUDA graph end. bs=[..], elapsed=..."
+# (0.5.23 cuda_graph_setup.py); role target/draft, phase decode/verify/prefill.
+_CAPTURE_ELAPSED_RE = re.compile(r"(?:Time elapsed: |elapsed=)(\d+(?:\.\d+)?) s")
+_CAPTURE_END_RE = re.compile(r"Capture (?:(?P<role>target|draft) (?P<phase>decode|verify|prefill) )?"
+                             r"(?P<what>cuda graph|CUDA graph|piecewise CUDA graph) end\.")
+_PCG_DISABLED = "Disable piecewise CUDA graph because "  # 0.5.10 .. 0.5.11 model_runner.py
+_PREFILL_GRAPH_DISABLED = "Disable prefill CUDA graph "  # 0.5.14+ ("because ...", "for EAGLE target ...")
+# The attention backend SGLang chose ("not set" before 0.5.10; "not specified" 0.5.10+, server_args.py /
+# 0.5.20+ arg_groups/overrides.py; "Falling back to 'x' for deterministic inference").
+_ATTENTION_DEFAULT_RE = re.compile(
+    r"Attention backend not (?:set|(?:explicitly )?specified)\. "
+    r"(?:Use (\w+) backend by default|Falling back to '(\w+)' for deterministic inference)")
 _READY_MARKER = "The server is fired up and ready to roll!"
 _EMULATOR_MARKER = "EMULATOR:"
 # First words of every line `_StartupFacts._feed_fact` reads: one cheap test skips all other lines.
 _FACT_PREFIXES = (
-    "max_total_num_tokens=", "KV Cache is allocated.", "Load weight ", "Memory pool end", "Capture ",
-    "Attention backend not", _PCG_DISABLED, _EMULATOR_MARKER,
+    "max_total_num_tokens=", "KV Cache is allocated.", _KV_CACHE_FINAL, "Load weight ", "Memory pool end", "Capture ",
+    "Attention backend not", _PCG_DISABLED, _PREFILL_GRAPH_DISABLED, _EMULATOR_MARKER,
 )
 _SCHEDULER_KEYS = (
     "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests", "context_len",
@@ -258,10 +313,15 @@ _MOE_PATTERNS = (
         r"Config file not found at (?P<path>.+?\.json)\. Fallback to triton version \S+ "
         r"and use MoE kernel config from (?P<fallback>.+?\.json)(?:\.|$)"
     ), None, "fallback"),
+    # The kernel is the file's: 0.5.17+ print this for the down kernel too (`..._down.json`).
     (re.compile(
         r"Using default MoE kernel config\. Performance might be sub-optimal! "
         r"Config file not found at (?P<path>.+?\.json)(?:,|$)"
-    ), "up", "missing"),
+    ), None, "missing"),
+    # 0.5.17+ fused_moe_triton_config.py: no down file, the tuned up config is reused (without TMA).
+    (re.compile(
+        r"Down MoE config file not found at (?P<path>.+?\.json); reusing the tuned up-projection config"
+    ), "down", "missing"),
     (re.compile(
         r"Using MoE kernel config with down_moe=False\. Performance might be sub-optimal! "
         r"Config file not found at (?P<path>.+?\.json)(?:,|$)"
@@ -277,10 +337,14 @@ _WARNING_MARKERS = (
 )
 
 # Facts read from server_args (same name) unless a runtime line states them.
+# Each release's own names (sglang_names.RENAMES): 0.5.10/0.5.11 disable_piecewise_cuda_graph and
+# cuda_graph_max_bs, 0.5.14+ cuda_graph_backend_prefill/decode and cuda_graph_max_bs_decode/prefill.
 _SERVER_ARGS_FACTS = (
-    "model_path", "tp_size", "max_running_requests", "chunked_prefill_size", "max_prefill_tokens",
-    "mem_fraction_static", "disable_cuda_graph", "disable_piecewise_cuda_graph", "cuda_graph_max_bs",
-    "attention_backend", "speculative_algorithm",
+    "model_path", "tp_size", "ep_size", "dp_size", "max_running_requests", "chunked_prefill_size",
+    "max_prefill_tokens", "mem_fraction_static", "disable_cuda_graph", "disable_piecewise_cuda_graph",
+    "cuda_graph_max_bs", "cuda_graph_backend_decode", "cuda_graph_backend_prefill", "cuda_graph_max_bs_decode",
+    "cuda_graph_max_bs_prefill", "attention_backend", "moe_runner_backend", "speculative_algorithm",
+    "speculative_draft_model_path", "speculative_num_steps", "speculative_eagle_topk", "speculative_num_draft_tokens",
 )
 
 
@@ -304,8 +368,48 @@ def _key_values(message: str, complete: bool) -> dict[str, str]:
 # --- errors ----------------------------------------------------------------------------------------
 
 # Every line `_line_error_kind` classifies contains one of these (lower-case); others skip the checks.
-_ERROR_HINTS = ("error", "memory", "exception", "failed", "not supported", "sigquit", "already in use")
-_ERROR_KINDS = ("port_in_use", "oom", "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback")
+_ERROR_HINTS = ("error", "memory", "exception", "failed", "not supported", "sigquit", "already in use", "cuda",
+                "nvidia", "gpu", "no such file", "not a valid", "shared object", "undefined symbol", "no module")
+# Ranked: when a log holds several, the lower one is the cause (an OOM makes the scheduler raise a
+# RuntimeError and the parent print sigquit: the operator must fix the memory, not the RuntimeError).
+# Kinds name what the operator must fix: the port, the memory, the GPU (its driver, visibility), the
+# installed MoE kernel configs, the model (path, files, architecture), the SGLang installation, the
+# interconnect (NCCL), a CUDA fault, the warm-up, their own config (flags), or a runtime failure.
+_ERROR_KINDS = ("port_in_use", "oom", "gpu_unavailable", "moe_config_error", "model_error", "install_error",
+                "nccl_error", "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback")
+# Lower-case text that names the operator's cause on its own (torch, CUDA, transformers, huggingface_hub,
+# sglang/srt/models/registry.py "Model architectures [...] are not supported for now").
+_CAUSE_MARKERS = (
+    ("gpu_unavailable", ("no cuda gpus are available", "invalid device ordinal", "cuda driver version is insufficient",
+                         "found no nvidia driver", "nvidia driver on your system is too old",
+                         "no kernel image is available for execution", "uncorrectable ecc error", "gpu is lost",
+                         "busy or unavailable", "cudaerrornodevice", "nvml_success == r internal assert")),
+    ("model_error", ("does not appear to have a file named", "is not a valid model identifier", "repository not found",
+                     "repositorynotfounderror", "gatedrepoerror", "model architectures", "safetensorerror",
+                     "error while deserializing header", "can't load tokenizer", "can't load the configuration",
+                     "unrecognized model", "incompletefile")),
+    ("install_error", ("cannot open shared object file", "undefined symbol", "no module named")),
+    ("nccl_error", ("nccl error", "ncclsystemerror", "ncclinternalerror", "ncclunhandledcudaerror", "ncclremoteerror")),
+)
+# Our words when SGLang gives none: what to check for each cause.
+_KIND_SUGGESTIONS = {
+    "oom": "The GPU memory ran out: lower --mem-fraction-static when CUDA-graph capture or a forward ran out of "
+           "memory, or lower --max-running-requests / the CUDA-graph batch size (--cuda-graph-max-bs, "
+           "--cuda-graph-max-bs-decode from 0.5.14).",
+    "gpu_unavailable": "The server could not use the GPUs: check `nvidia-smi` on the host (driver loaded, GPUs visible "
+                       "to the service's user: CUDA_VISIBLE_DEVICES, DeviceAllow) and that tp_size x pp_size x dp_size "
+                       "fits the GPUs.",
+    "moe_config_error": "An installed fused-MoE kernel config is not usable by this SGLang (0.5.11 asserts that an "
+                        "up/down pair has equal BLOCK_SIZE_M): remove or re-tune the config files of this shape "
+                        "(llmops.sglang.moe_configs restores the previous set).",
+    "model_error": "SGLang could not load the model: check model_path (a directory with config.json and weights, "
+                   "readable by the service's user, or an HF repo id and its token) and that this SGLang release "
+                   "supports the model's architecture.",
+    "install_error": "The SGLang installation is broken or does not match the host (a missing shared library or "
+                     "an incompatible wheel): reinstall SGLang and its kernel packages for this CUDA driver.",
+    "nccl_error": "NCCL failed between the GPUs or hosts: check the NCCL_* settings, the network interfaces and that "
+                  "every rank reaches --dist-init-addr.",
+}
 _TRACEBACK_HEADER = "Traceback (most recent call last):"
 _EXCEPTION_LINE_RE = re.compile(
     r"(?P<type>(?:[A-Za-z_]\w*\.)*\w*(?:Error|Exception|Exit|Interrupt|Timeout))(?::\s*(?P<text>.*))?$"
@@ -328,6 +432,9 @@ def _line_error_kind(message: str) -> str | None:
         return "port_in_use"
     if "not enough memory" in lowered or "out of memory" in lowered or "OutOfMemoryError" in message:
         return "oom"
+    for kind, markers in _CAUSE_MARKERS:
+        if any(marker in lowered for marker in markers):
+            return kind
     if "CUDA error" in message or "cuda graph failed" in lowered:
         return "cuda_error"
     if "Initialization failed. warmup error" in message:
@@ -389,12 +496,23 @@ class _ErrorCandidate(NamedTuple):
     lines: list[str]
 
 
+def _moe_config_failure(block: list[str], exception_offsets: list[int]) -> bool:
+    """An assertion or JSON error raised while SGLang read its fused-MoE kernel configs
+    (fused_moe_triton_config.py: 0.5.11 ``assert config["BLOCK_SIZE_M"] == down_config["BLOCK_SIZE_M"]``)."""
+    if not exception_offsets or not any('fused_moe_triton_config.py"' in line for line in block):
+        return False
+    final = block[exception_offsets[-1]].strip()
+    return final.startswith(("AssertionError", "json.decoder.JSONDecodeError", "JSONDecodeError", "KeyError"))
+
+
 def _block_candidate(block: list[str], position: int) -> _ErrorCandidate:
     """Classify a traceback block (header line plus the unprefixed lines after it)."""
     ranked = [
         (_ERROR_KINDS.index(kind), offset) for offset, line in enumerate(block) if (kind := _line_error_kind(line))
     ]
     exception_offsets = [offset for offset, line in enumerate(block) if _EXCEPTION_LINE_RE.match(line)]
+    if _moe_config_failure(block, exception_offsets):
+        ranked.append((_ERROR_KINDS.index("moe_config_error"), exception_offsets[-1]))
     if ranked:
         # Of equally ranked lines the last is the final exception of a chained traceback.
         rank, key = min(ranked, key=lambda pair: (pair[0], -pair[1]))
@@ -419,12 +537,12 @@ def _usage_context(records: list[_Record], index: int) -> list[str]:
     return [record.message for record in records[first:index + 1]]
 
 
-def _find_error(records: list[_Record]) -> dict[str, Any] | None:
+def _find_error(records: list[_Record], dump_records: set[int]) -> dict[str, Any] | None:
     candidates: list[_ErrorCandidate] = []
     index = 0
     while index < len(records):
         message = records[index].message
-        if message.startswith(_SERVER_ARGS_START):
+        if message.startswith(_SERVER_ARGS_START) or index in dump_records:
             index += 1
             continue
         if _TRACEBACK_HEADER in message:
@@ -448,6 +566,8 @@ def _find_error(records: list[_Record]) -> dict[str, Any] | None:
     suggestion = _suggestion(best.lines)
     if suggestion is None and best.kind == "port_in_use":
         suggestion = _port_in_use_suggestion(best.message)
+    if suggestion is None:
+        suggestion = _KIND_SUGGESTIONS.get(best.kind)
     return {"kind": best.kind, "message": best.message, "lines": best.lines, "suggestion": suggestion}
 
 
@@ -461,9 +581,16 @@ class _StartupFacts:
         self.records: list[_Record] = []
         self.server_args: dict[str, Any] | None = None
         self.server_args_complete = True
+        # The dump being read while it is still open: its form and text (it may continue on the next
+        # unprefixed lines: journald's LineMax split, terminal wrapping, a release printing it split).
+        self.dump_form: str | None = None
+        self.dump_parts: list[str] = []
+        self.dump_records: set[int] = set()
         # Values the server printed while running; they win over the configured server_args.
         self.runtime: dict[str, Any] = {}
         self.pcg_disabled_reason: str | None = None
+        self.prefill_graph_disabled_reason: str | None = None
+        self.kv_cache: dict[str, tuple[int, str | None]] = {}
         self.ready = False
         self.emulator = False
         self.moe: dict[tuple[str, str], dict[str, Any]] = {}
@@ -479,23 +606,48 @@ class _StartupFacts:
         message = record.message
         if record.timestamp is not None and self.first_timestamp is None:
             self.first_timestamp = record.timestamp
+        if self.dump_form is not None:
+            if not record.prefixed:
+                self._continue_dump(message)
+                return
+            self.dump_form = None  # the next log line: the dump stays as far as it got
         if message.startswith(_SERVER_ARGS_START):
             if self.server_args is None:
-                self.server_args, self.server_args_complete = parse_server_args(message[len(_SERVER_ARGS_START):])
+                self._start_dump(message)
             return
         if message.startswith(_FACT_PREFIXES):
             self._feed_fact(message, record)
         elif _READY_MARKER in message and not self.ready:
             self.ready, self.ready_timestamp = True, record.timestamp
-        if "MoE kernel config" in message:
+        if "MoE kernel config" in message or "MoE config file" in message:
             self._feed_moe(message)
-        if record.complete and not message[0].isspace() and _is_warning(message):
+        if record.complete and not message[0].isspace() and (
+                record.level in ("WARNING", "WARN", "ERROR", "CRITICAL") or _is_warning(message)):
             self.warnings.setdefault(message.strip())
+
+    def _start_dump(self, message: str) -> None:
+        form = "call" if message.startswith(_SERVER_ARGS_CALL) else "dict"
+        self.dump_parts = [message[len(_SERVER_ARGS_CALL if form == "call" else _SERVER_ARGS_DICT):]]
+        self.server_args, self.server_args_complete = parse_server_args(self.dump_parts[0], form)
+        self.dump_form = None if self.server_args_complete else form
+
+    def _continue_dump(self, message: str) -> None:
+        self.dump_records.add(len(self.records) - 1)
+        self.dump_parts.append(message.strip())
+        if ")" in message or "}" in message:  # only a closing bracket can complete the dump
+            fields, complete = parse_server_args("".join(self.dump_parts), self.dump_form)
+            if complete:
+                self.server_args, self.server_args_complete, self.dump_form = fields, True, None
+
+    def _finish_dump(self) -> None:
+        if self.dump_form is not None and len(self.dump_parts) > 1:
+            self.server_args, self.server_args_complete = parse_server_args("".join(self.dump_parts), self.dump_form)
+        self.dump_form = None
 
     def _feed_fact(self, message: str, record: _Record) -> None:
         if message.startswith("max_total_num_tokens="):
             self._feed_scheduler(message, record.complete)
-        elif message.startswith("KV Cache is allocated."):
+        elif message.startswith(("KV Cache is allocated.", _KV_CACHE_FINAL)):
             self._feed_kv_cache(message, record)
         elif message.startswith("Load weight begin"):
             self._mark_time("load_begin", record)
@@ -504,17 +656,21 @@ class _StartupFacts:
             self._mark_elapsed("load_weights", _LOAD_ELAPSED_RE.match(message), record)
         elif message.startswith("Memory pool end"):
             self._mark_time("memory_pool_end", record)
-        elif message.startswith("Capture cuda graph end."):
-            self._mark_elapsed("cuda_graph_capture", _CAPTURE_ELAPSED_RE.search(message), record)
-        elif message.startswith("Capture piecewise CUDA graph end."):
-            self._mark_elapsed("piecewise_cuda_graph_capture", _CAPTURE_ELAPSED_RE.search(message), record)
+        elif message.startswith("Capture "):
+            capture = _CAPTURE_END_RE.match(message)
+            if capture is not None:
+                self._mark_elapsed(_capture_phase(capture), _CAPTURE_ELAPSED_RE.search(message), record)
         elif message.startswith("Attention backend not"):
             match = _ATTENTION_DEFAULT_RE.match(message)
             if match is not None and record.complete:
-                self.runtime.setdefault("attention_backend", match.group(1))
+                self.runtime.setdefault("attention_backend", match.group(1) or match.group(2))
         elif message.startswith(_PCG_DISABLED):
             if self.pcg_disabled_reason is None:
                 self.pcg_disabled_reason = message[len(_PCG_DISABLED):]
+        elif message.startswith(_PREFILL_GRAPH_DISABLED):
+            if self.prefill_graph_disabled_reason is None and record.complete:
+                reason = message[len(_PREFILL_GRAPH_DISABLED):]
+                self.prefill_graph_disabled_reason = reason[len("because "):] if reason.startswith("because ") else reason
         elif message.startswith(_EMULATOR_MARKER):
             self.emulator = True
 
@@ -528,13 +684,12 @@ class _StartupFacts:
                 self.runtime[key] = None if value == "None" else int(value)
 
     def _feed_kv_cache(self, message: str, record: _Record) -> None:
-        self._mark_time("kv_cache_allocated", record)
+        final = message.startswith(_KV_CACHE_FINAL)
+        if not final:
+            self._mark_time("kv_cache_allocated", record)
         match = _KV_CACHE_RE.match(message)
-        if match is None or "kv_cache_tokens" in self.runtime:
-            return
-        self.runtime["kv_cache_tokens"] = int(match.group("tokens"))
-        if match.group("dtype"):
-            self.runtime["kv_cache_dtype"] = match.group("dtype")
+        if match is not None:  # the first rank's; a post-capture resize is the final size
+            self.kv_cache.setdefault("final" if final else "allocated", (int(match.group("tokens")), match.group("dtype")))
 
     def _feed_moe(self, message: str) -> None:
         for pattern, kernel, status in _MOE_PATTERNS:
@@ -547,9 +702,10 @@ class _StartupFacts:
                 return  # e.g. W8A8 block-FP8 GEMM configs: not a MoE kernel
             kernel = kernel or ("down" if file_name.endswith("_down.json") else "up")
             fallback = match.groupdict().get("fallback")
-            self.moe.setdefault(
-                (kernel, path), {"kernel": kernel, "status": status, "path": path, "fallback_path": fallback}
-            )
+            entry = {"kernel": kernel, "status": status, "path": path, "fallback_path": fallback}
+            if message.startswith("Down MoE config file not found"):
+                entry["reuses_up_config"] = True
+            self.moe.setdefault((kernel, path), entry)
             return
 
     def _mark_time(self, phase: str, record: _Record) -> None:
@@ -579,6 +735,8 @@ class _StartupFacts:
             "kv_alloc": self._phase_seconds("load_end", "memory_pool_end", "kv_cache_allocated"),
             "cuda_graph_capture": elapsed.get("cuda_graph_capture"),
             "piecewise_cuda_graph_capture": elapsed.get("piecewise_cuda_graph_capture"),
+            "prefill_cuda_graph_capture": elapsed.get("prefill_cuda_graph_capture"),
+            "draft_cuda_graph_capture": elapsed.get("draft_cuda_graph_capture"),
             "total": _seconds_between(self.first_timestamp, self.ready_timestamp),
         }
         return {phase: round(seconds, 3) for phase, seconds in timings.items() if seconds is not None}
@@ -599,6 +757,7 @@ class _StartupFacts:
         return facts
 
     def result(self) -> dict[str, Any]:
+        self._finish_dump()
         facts: dict[str, Any] = {}
         if self.server_args is not None:
             facts["server_args"] = self.server_args
@@ -606,17 +765,35 @@ class _StartupFacts:
                 facts["server_args_truncated"] = True
             facts.update({name: self.server_args[name] for name in _SERVER_ARGS_FACTS if name in self.server_args})
         facts.update(self.runtime)
+        kv_cache = self.kv_cache.get("final") or self.kv_cache.get("allocated")
+        if kv_cache is not None:
+            facts["kv_cache_tokens"] = kv_cache[0]
+            if kv_cache[1]:
+                facts["kv_cache_dtype"] = kv_cache[1]
         if self.pcg_disabled_reason is not None:
             facts["disable_piecewise_cuda_graph"] = True
             facts["piecewise_cuda_graph_disabled_reason"] = self.pcg_disabled_reason
+        if self.prefill_graph_disabled_reason is not None:
+            facts["prefill_cuda_graph_disabled_reason"] = self.prefill_graph_disabled_reason
         facts["ready"] = self.ready
         facts.update(self._moe_facts())
         facts["warnings"] = list(self.warnings)
-        facts["error"] = _find_error(self.records)
+        facts["error"] = _find_error(self.records, self.dump_records)
         facts["timings"] = self._timings()
         if self.emulator:
             facts["emulator"] = True
         return facts
+
+
+def _capture_phase(capture: re.Match[str]) -> str:
+    """Timing name of a capture-end line: the target's decode/verify graphs are `cuda_graph_capture`
+    (as the one graph of 0.5.11), its prefill graphs `prefill_cuda_graph_capture` (0.5.14+; piecewise
+    before), a draft model's graphs `draft_cuda_graph_capture`."""
+    if capture.group("what") == "piecewise CUDA graph":
+        return "piecewise_cuda_graph_capture"
+    if capture.group("role") == "draft":
+        return "draft_cuda_graph_capture"
+    return "prefill_cuda_graph_capture" if capture.group("phase") == "prefill" else "cuda_graph_capture"
 
 
 def _seconds_between(begin: str | None, end: str | None) -> float | None:

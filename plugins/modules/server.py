@@ -251,7 +251,7 @@ import shutil
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
-    parse_help_flags, validate_server_args)
+    deprecated_alias_warnings, parse_help_flags, validate_server_args)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import (
     preflight_errors, unit_health_url)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
@@ -308,9 +308,12 @@ class ServerDeployment:
             self.fail(f"`{python} -m sglang.launch_server --help` failed (rc={rc}); is SGLang installed there? {err.strip()[-500:]}")
         requested = dict(self.params["server_args"])
         requested.update({"model_path": self.params["model_path"], "port": self.params["port"], "host": self.params["host"]})
-        errors = validate_server_args(requested, parse_help_flags(out))
+        known_flags = parse_help_flags(out)
+        errors = validate_server_args(requested, known_flags)
         if errors:
             self.fail("invalid SGLang flags, nothing was changed: " + "; ".join(errors), errors=errors)
+        for warning in deprecated_alias_warnings(requested, known_flags):  # the release takes them as aliases
+            self.module.warn(warning)
 
     def preflight(self) -> None:
         """Model path, SGLang's own parser (with validate_flags) and the port, before anything changes."""

@@ -55,3 +55,18 @@ def test_version_ranges():
     assert not version_in_range("0.5.11", "<0.5.11")
     with pytest.raises(ValueError, match="invalid version range"):
         version_in_range("0.5.11", "~0.5")
+
+
+@pytest.mark.parametrize("requested", [{"enforce_piecewise_cuda_graph": True},
+                                       {"cuda_graph_backend_prefill": "tc_piecewise"}])
+def test_rules_speak_the_release_names_whatever_the_request_says(requested):
+    """0.5.14+: the old switch is read as cuda_graph_backend_prefill=tc_piecewise; before, the rule does not apply."""
+    args = {**requested, "speculative_algorithm": "EAGLE"}
+    new = evaluate_flag_rules(RULES, args, {**SM120, "sglang_version": "0.5.14"})
+    assert [f["id"] for f in new] == ["prefill-cuda-graph-eagle-target"]
+    assert new[0]["message"].startswith("cuda_graph_backend_prefill=tc_piecewise will not take effect because with "
+                                         "EAGLE/NEXTN")
+    assert evaluate_flag_rules(RULES, {**args, "cuda_graph_backend_prefill": "breakable",
+                                       "enforce_piecewise_cuda_graph": False}, {**SM120, "sglang_version": "0.5.23"}) == []
+    assert evaluate_flag_rules(RULES, {"enforce_piecewise_cuda_graph": True, "speculative_algorithm": "EAGLE"},
+                               {**SM120, "sglang_version": "0.5.11"}) == []

@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
-    parse_help_flags, systemd_exec_line, to_cli_args, validate_server_args)
+    deprecated_alias_warnings, parse_help_flags, systemd_exec_line, to_cli_args, validate_server_args)
 
 # Shaped like argparse's --help of `python -m sglang.launch_server` (options wrap across lines).
 HELP = """usage: launch_server.py [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]
@@ -38,7 +38,8 @@ def test_exec_line_escapes_systemd_specifiers_and_variables():
 
 def test_help_parsing_knows_values_switches_choices_and_aliases():
     flags = parse_help_flags(HELP)
-    assert flags["tp_size"] == {"flag": "--tp-size", "takes_value": True, "choices": None}
+    assert flags["tp_size"] == {"flag": "--tp-size", "takes_value": True, "value_optional": False, "multiple": False,
+                                "choices": None}
     assert flags["tensor_parallel_size"]["takes_value"] is True
     assert flags["enable_flashinfer_allreduce_fusion"]["takes_value"] is False
     assert flags["attention_backend"]["choices"] == ["triton", "torch_native", "fa3", "flashinfer"]
@@ -61,3 +62,74 @@ def test_validation_names_the_field_and_the_fix(args, expected):
 def test_valid_args_pass():
     assert validate_server_args({"tp_size": 4, "max_running_requests": None, "attention_backend": "fa3",
                                  "enable_flashinfer_allreduce_fusion": False}, parse_help_flags(HELP)) == []
+
+
+# Shaped like SGLang 0.5.14's real --help (argparse, prog "sglang serve"): optional values (nargs='?'),
+# nargs='*' with choices, deprecated aliases, prose naming flags that are not options.
+HELP_0514 = """usage: sglang serve [-h] --model-path MODEL_PATH [--model-checksum [MODEL_CHECKSUM]]
+                    [--lora-target-modules [{q_proj,k_proj,v_proj,all} ...]]
+                    [--cuda-graph-backend-prefill {full,breakable,tc_piecewise,disabled}]
+                    [--cuda-graph-max-bs-decode CUDA_GRAPH_MAX_BS_DECODE]
+                    [--experts-shared-outer-loras | --no-experts-shared-outer-loras]
+                    [--cuda-graph-max-bs CUDA_GRAPH_MAX_BS] [--disable-piecewise-cuda-graph]
+
+options:
+  -h, --help            show this help message and exit
+  --model-path MODEL_PATH, --model MODEL_PATH
+                        The path of the model weights.
+  --model-checksum [MODEL_CHECKSUM]
+                        Model file integrity verification. If provided without value, uses
+                        model-path as HF repo ID. Otherwise, provide a checksums JSON file path
+  --lora-target-modules [{q_proj,k_proj,v_proj,all} ...]
+                        The union set of all target modules where LoRA should be applied.
+  --cuda-graph-backend-prefill {full,breakable,tc_piecewise,disabled}
+  --cuda-graph-max-bs-decode CUDA_GRAPH_MAX_BS_DECODE
+  --experts-shared-outer-loras, --no-experts-shared-outer-loras
+  --cuda-graph-max-bs CUDA_GRAPH_MAX_BS
+                        Deprecated alias for --cuda-graph-max-bs-decode.
+  --disable-piecewise-cuda-graph
+                        Deprecated alias for --cuda-graph-backend-prefill=disabled. Use
+                        --cuda-graph-backend-{decode,prefill}=disabled or --never-a-flag instead.
+"""
+
+
+def test_optional_value_and_star_choices_are_not_switches():
+    flags = parse_help_flags(HELP_0514)
+    assert flags["model_checksum"] == {"flag": "--model-checksum", "takes_value": True, "value_optional": True,
+                                       "multiple": False, "choices": None}
+    assert flags["lora_target_modules"]["choices"] == ["q_proj", "k_proj", "v_proj", "all"]
+    assert flags["lora_target_modules"]["multiple"] and flags["lora_target_modules"]["value_optional"]
+    assert flags["no_experts_shared_outer_loras"]["takes_value"] is False
+    # prose is not an option list: neither the `{decode,prefill}` spelling nor a flag named in a sentence
+    assert "never_a_flag" not in flags and "cuda_graph_backend_" not in flags
+    assert validate_server_args({"model_checksum": True, "lora_target_modules": ["q_proj", "all"]}, flags) == []
+    assert validate_server_args({"model_checksum": "/srv/sums.json"}, flags) == []
+    assert validate_server_args({"lora_target_modules": ["q_proj", "o_proj"]}, flags) == [
+        "server_args.lora_target_modules: ['o_proj'] is not one of q_proj, k_proj, v_proj, all"]
+    assert validate_server_args({"cuda_graph_max_bs_decode": [1, 2]}, flags) == [
+        "server_args.cuda_graph_max_bs_decode: --cuda-graph-max-bs-decode takes one value, got a list [1, 2]"]
+
+
+def test_usage_only_options_are_known():
+    flags = parse_help_flags("usage: sglang serve [-h] [--tp-size TP_SIZE] [--trust-remote-code]\n"
+                             "                    [--dtype {auto,half}] [--x [X ...]]\n")
+    assert flags["tp_size"]["takes_value"] and not flags["trust_remote_code"]["takes_value"]
+    assert flags["dtype"]["choices"] == ["auto", "half"] and flags["x"]["multiple"]
+
+
+def test_removed_old_name_names_the_new_flag():
+    removed = HELP_0514.replace("  --disable-piecewise-cuda-graph\n", "").replace(" [--disable-piecewise-cuda-graph]", "")
+    errors = validate_server_args({"disable_piecewise_cuda_graph": True}, parse_help_flags(removed))
+    assert errors == ["server_args.disable_piecewise_cuda_graph: the installed SGLang has no --disable-piecewise-cuda-graph "
+                      "(a deprecated alias from 0.5.14, removed in 0.5.20); use --cuda-graph-backend-prefill=disabled "
+                      "(server_args `cuda_graph_backend_prefill: disabled`)"]
+
+
+def test_deprecated_alias_is_accepted_with_a_warning():
+    flags = parse_help_flags(HELP_0514)
+    assert validate_server_args({"disable_piecewise_cuda_graph": True, "cuda_graph_max_bs": 16}, flags) == []
+    assert deprecated_alias_warnings({"disable_piecewise_cuda_graph": True, "tp_size": 4}, flags) == [
+        "server_args.disable_piecewise_cuda_graph: in the installed SGLang --disable-piecewise-cuda-graph is a deprecated "
+        "alias of --cuda-graph-backend-prefill=disabled (server_args `cuda_graph_backend_prefill: disabled`), read as that; "
+        "it is removed in 0.5.20"]
+    assert deprecated_alias_warnings({"disable_piecewise_cuda_graph": True}, parse_help_flags(HELP)) == []

@@ -25,7 +25,8 @@ RTX_DOWN = NEW_CONFIGS + "triton_3_6_0/E=256,N=256,device_name=NVIDIA_RTX_PRO_60
 H100_DIR = "/sgl-workspace/sglang/python/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_5_1/"
 SPEC_RESET = ("Max running requests is reset to 48 for speculative decoding. You can override this by explicitly "
               "setting --max-running-requests.")
-ERROR_KINDS = {"port_in_use", "oom", "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback"}
+ERROR_KINDS = {"port_in_use", "oom", "gpu_unavailable", "moe_config_error", "model_error", "install_error", "nccl_error",
+               "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback"}
 
 
 def read_log(name: str) -> str:
@@ -356,11 +357,22 @@ def test_argparse_error():
     assert error["lines"][-1] == error["message"]
 
 
-def test_unknown_traceback():
+def test_missing_shared_library_is_the_installation():
+    """An ImportError of a CUDA library: the operator must fix the SGLang installation, not 'an ImportError'."""
     error = facts_of("unknown_traceback.log")["error"]
-    assert error["kind"] == "unknown_traceback"
+    assert error["kind"] == "install_error"
     assert error["message"] == "ImportError: libcudart.so.13: cannot open shared object file: No such file or directory"
     assert error["lines"][0] == "Traceback (most recent call last):"
+    assert error["suggestion"].startswith("The SGLang installation is broken")
+
+
+def test_unknown_traceback():
+    log = read_log("unknown_traceback.log").replace(
+        "ImportError: libcudart.so.13: cannot open shared object file: No such file or directory",
+        "KeyError: 'rope_theta'")
+    error = parse_startup_log(log)["error"]
+    assert error["kind"] == "unknown_traceback" and error["message"] == "KeyError: 'rope_theta'"
+    assert error["suggestion"] is None
 
 
 def test_port_in_use():
@@ -521,7 +533,7 @@ def test_server_args_line_cut():
 # --- server_args values ---------------------------------------------------------------------------------------
 
 
-def test_parse_server_args_non_literals_stay_source_text():
+def test_parse_server_args_non_literals_stay_source_text_enum_members_are_their_value():
     body = (
         "model_path='/m', load_format=<LoadFormat.AUTO: 'auto'>, device=device(type='cuda', index=0), "
         "download_dir=PosixPath('/data/hf (shared)'), cuda_graph_bs=(1, 2, 4), tags={'b', 'a'}, "
@@ -531,7 +543,7 @@ def test_parse_server_args_non_literals_stay_source_text():
     assert complete is True
     assert fields == {
         "model_path": "/m",
-        "load_format": "<LoadFormat.AUTO: 'auto'>",
+        "load_format": "auto",
         "device": "device(type='cuda', index=0)",
         "download_dir": "PosixPath('/data/hf (shared)')",
         "cuda_graph_bs": [1, 2, 4],
