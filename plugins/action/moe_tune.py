@@ -17,7 +17,7 @@ MODULE = "llmops.sglang.moe_tune"
 INTERNAL_OPTIONS = ("_step", "_plan", "_chunk", "_timeout")
 # Plan keys returned to the playbook as they are.
 SUMMARY_KEYS = ("file_name", "batch_sizes", "batch_sizes_reason", "search_space", "chunk_size", "resumed",
-                "checkpoint", "checkpoint_discarded")
+                "checkpoint", "checkpoint_discarded", "tuner_cli", "notes")
 
 
 class ActionModule(ActionBase):

@@ -52,6 +52,12 @@ options:
     description: Whether the server's quantisation is per-channel (adds C(per_channel_quant=True) to the names).
     type: bool
     default: false
+  sglang_version:
+    description:
+      - Installed SGLang version (C(sglang_env_facts) C(versions.sglang)); adds RV(_value.moe_rules), how that release
+        looks the files up (fallback directories, BLOCK_SIZE_M pairing, a missing C(_down) file).
+      - A release older than 0.5.10 fails naming the version.
+    type: str
 """
 
 EXAMPLES = r"""
@@ -103,6 +109,9 @@ _value:
     expected_tuner_output:
       description: File name the main tuner writes with RV(_value.tuner_args); equals the up target's name.
       type: str
+    moe_rules:
+      description: The lookup rules of O(sglang_version) (module_utils/moe_rules); absent without it.
+      type: dict
   sample:
     agree: true
     targets:
@@ -115,12 +124,14 @@ _value:
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import moe_targets as _moe_targets
 
 
 def moe_targets(model_config: Any, tp_size: int, ep_size: int = 1, device_name: str | None = None,
                 triton_version: str | None = None, missing: list | None = None, dtype: str | None = None,
-                disable_shared_experts_fusion: bool = False, per_channel_quant: bool = False) -> dict[str, Any]:
+                disable_shared_experts_fusion: bool = False, per_channel_quant: bool = False,
+                sglang_version: str | None = None) -> dict[str, Any]:
     if not isinstance(model_config, dict):
         raise AnsibleFilterError(
             f"moe_targets: the input must be the model's parsed config.json, got {type(model_config).__name__}")
@@ -128,8 +139,9 @@ def moe_targets(model_config: Any, tp_size: int, ep_size: int = 1, device_name: 
         raise AnsibleFilterError("moe_targets: device_name (the raw GPU name, gpu_facts summary.name) and "
                                  "triton_version (sglang_env_facts versions.triton) are required")
     try:
-        return _moe_targets(model_config, int(tp_size), int(ep_size), device_name, triton_version, list(missing or []),
-                            dtype, bool(disable_shared_experts_fusion), bool(per_channel_quant))
+        result = _moe_targets(model_config, int(tp_size), int(ep_size), device_name, triton_version,
+                              list(missing or []), dtype, bool(disable_shared_experts_fusion), bool(per_channel_quant))
+        return {**result, "moe_rules": moe_rules(sglang_version)} if sglang_version else result
     except ValueError as exc:
         raise AnsibleFilterError(f"moe_targets: {exc}") from exc
 

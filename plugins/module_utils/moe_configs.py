@@ -93,39 +93,60 @@ def parse_config_file_name(name: str) -> dict[str, Any] | None:
 # Model shape (from a Hugging Face config.json)
 # ---------------------------------------------------------------------------------------------
 
-# architecture -> (experts key, intermediate key, shared expert fused into the routed GEMMs)
-_ARCHITECTURES: dict[str, tuple[str, str, bool]] = {
-    "DeepseekV2ForCausalLM": ("n_routed_experts", "moe_intermediate_size", False),
-    "DeepseekV3ForCausalLM": ("n_routed_experts", "moe_intermediate_size", True),
-    "DeepseekV32ForCausalLM": ("n_routed_experts", "moe_intermediate_size", True),
-    "Glm4MoeForCausalLM": ("n_routed_experts", "moe_intermediate_size", True),
-    "Glm4MoeLiteForCausalLM": ("n_routed_experts", "moe_intermediate_size", True),
-    "GlmMoeDsaForCausalLM": ("n_routed_experts", "moe_intermediate_size", True),
-    "MistralLarge3ForCausalLM": ("n_routed_experts", "moe_intermediate_size", True),
-    "Qwen2MoeForCausalLM": ("num_experts", "moe_intermediate_size", False),
-    "Qwen3MoeForCausalLM": ("num_experts", "moe_intermediate_size", False),
-    "Qwen3NextForCausalLM": ("num_experts", "moe_intermediate_size", False),
-    "Qwen3VLMoeForConditionalGeneration": ("num_experts", "moe_intermediate_size", False),
-    "Qwen3_5MoeForConditionalGeneration": ("num_experts", "moe_intermediate_size", False),
-    "Qwen3_5MoeForCausalLM": ("num_experts", "moe_intermediate_size", False),
-    "MixtralForCausalLM": ("num_local_experts", "intermediate_size", False),
-    # gpt-oss checkpoints are MXFP4: SGLang serves them with triton_kernels / FlashInfer MXFP4
-    # MoE backends that never read these JSONs; only the dequantised-BF16 Triton path does.
-    # The server log (missing-config warnings or their absence) is the ground truth there.
-    "GptOssForCausalLM": ("num_local_experts", "intermediate_size", False),
+# The MoE shape is derived from the keys HF configs use, whatever the architecture (SGLang supports more each
+# release): experts, per-expert intermediate size and top-k, first key present wins, in the text config of
+# multimodal wrappers; DBRX keeps them in ffn_config.
+_EXPERT_KEYS = ("n_routed_experts", "num_experts", "num_local_experts", "moe_num_experts")
+_INTERMEDIATE_KEYS = ("moe_intermediate_size", "expert_hidden_dim", "intermediate_size", "ffn_hidden_size")
+_TOPK_KEYS = ("num_experts_per_tok", "top_k_experts", "experts_per_token", "moe_top_k")
+# Architectures whose shared expert SGLang fuses into the routed experts by default (E + 1 in the file name),
+# as upstream's tuner has them (benchmark/kernels/fused_moe_triton/common_utils.py get_model_config, commit
+# 00f0b462). The server decides at load time (sglang/srt/layers/moe/utils.py get_num_fused_shared_experts,
+# 0.5.23) and can turn it off (hardware, parallelism, --disable-shared-experts-fusion): where the server logged
+# the missing names, moe_targets settles it from them.
+SHARED_EXPERT_FUSION: tuple[str, ...] = (
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM",
+    "GlmMoeDsaForCausalLM", "MistralLarge3ForCausalLM", "Llama4ForConditionalGeneration",
+    "MiniMaxM3SparseForConditionalGeneration",
+)
+# What upstream's tuner reads per architecture (same get_model_config): (experts key, intermediate key);
+# every architecture it does not list is read with Mixtral's keys.
+_TUNER_KEYS: dict[str, tuple[str, str]] = {
+    **dict.fromkeys(("Qwen2MoeForCausalLM", "Qwen3MoeForCausalLM", "Qwen3NextForCausalLM",
+                     "Qwen3VLMoeForConditionalGeneration", "Qwen3_5MoeForCausalLM", "Qwen3_5MoeForConditionalGeneration",
+                     "Qwen4ExpForCausalLM", "Qwen4ExpForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+                     "MellumForCausalLM", "BailingMoEForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM",
+                     "BailingMoeV3ForCausalLM", "Gemma4ForConditionalGeneration", "Lfm2MoeForCausalLM"),
+                    ("num_experts", "moe_intermediate_size")),
+    **dict.fromkeys(("DeepseekV2ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM",
+                     "DeepseekOCRForCausalLM", "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM",
+                     "KimiVLForConditionalGeneration", "MistralLarge3ForCausalLM", "NemotronHForCausalLM",
+                     "UnlimitedOCRForCausalLM"), ("n_routed_experts", "moe_intermediate_size")),
+    **dict.fromkeys(("Grok1ForCausalLM", "Grok1ImgGen", "Grok1AForCausalLM"), ("num_local_experts", "moe_intermediate_size")),
+    "JambaForCausalLM": ("num_experts", "intermediate_size"),
+    "HYV3ForCausalLM": ("num_experts", "expert_hidden_dim"),
+    "DbrxForCausalLM": ("moe_num_experts", "ffn_hidden_size"),
 }
-
-SUPPORTED_ARCHITECTURES: tuple[str, ...] = tuple(_ARCHITECTURES)
+_TUNER_DEFAULT_KEYS = ("num_local_experts", "intermediate_size")
 
 
 def _architecture(model_config: dict) -> str:
     architectures = model_config.get("architectures") or []
-    if not architectures or architectures[0] not in _ARCHITECTURES:
-        raise ValueError(
-            f"unsupported MoE model: architectures={architectures!r}; "
-            f"supported: {', '.join(SUPPORTED_ARCHITECTURES)}"
-        )
+    if not architectures:
+        raise ValueError("config.json has no architectures; it is not a Hugging Face model config")
     return architectures[0]
+
+
+def _first(config: dict, keys: tuple[str, ...]) -> tuple[str | None, Any]:
+    for key in keys:
+        if config.get(key) is not None:
+            return key, config[key]
+    return None, None
+
+
+def _moe_section(text: dict) -> dict:
+    # DBRX nests its MoE keys in ffn_config (moe_num_experts, moe_top_k, ffn_hidden_size).
+    return {**text, **(text.get("ffn_config") or {})}
 
 
 def _text_config(model_config: dict) -> dict:
@@ -153,12 +174,6 @@ def _checkpoint_block_shape(quant: dict) -> list[int] | None:
     return list(block) if block else None
 
 
-def _required(config: dict, key: str, architecture: str) -> Any:
-    if key not in config:
-        raise ValueError(f"{architecture} config.json has no {key!r}")
-    return config[key]
-
-
 def _torch_dtype(model_config: dict) -> str:
     # transformers >= 4.56 writes "dtype" instead of "torch_dtype"; SGLang's tuner defaults to bf16.
     for config in (_text_config(model_config), model_config):
@@ -169,18 +184,30 @@ def _torch_dtype(model_config: dict) -> str:
 
 
 def model_moe_shape(model_config: dict) -> dict[str, Any]:
-    """MoE shape of a parsed HF ``config.json`` (global, before any TP/EP sharding)."""
+    """MoE shape of a parsed HF ``config.json`` (global, before any TP/EP sharding), for any architecture.
+
+    Raises ValueError naming the keys looked for when the config has no MoE layers SGLang's Triton kernel runs.
+    """
     architecture = _architecture(model_config)
-    experts_key, intermediate_key, fusable = _ARCHITECTURES[architecture]
-    text = _text_config(model_config)
+    text = _moe_section(_text_config(model_config))
+    experts_key, experts = _first(text, _EXPERT_KEYS)
+    intermediate_key, intermediate = _first(text, _INTERMEDIATE_KEYS)
+    _, topk = _first(text, _TOPK_KEYS)
+    if not experts or intermediate is None or topk is None or "hidden_size" not in text:
+        raise ValueError(
+            f"{architecture}: config.json has no MoE shape: need experts ({'/'.join(_EXPERT_KEYS)}), the expert "
+            f"intermediate size ({'/'.join(_INTERMEDIATE_KEYS)}), top-k ({'/'.join(_TOPK_KEYS)}) and hidden_size "
+            "(in text_config for multimodal models); a dense model has no fused-MoE configs")
     quant = _quantization_config(model_config)
     return {
         "architecture": architecture,
-        "num_experts": _required(text, experts_key, architecture),
-        "shared_expert_fusable": fusable,
-        "topk": _required(text, "num_experts_per_tok", architecture),
-        "hidden_size": _required(text, "hidden_size", architecture),
-        "moe_intermediate_size": _required(text, intermediate_key, architecture),
+        "num_experts": experts,
+        "experts_key": experts_key,
+        "shared_expert_fusable": architecture in SHARED_EXPERT_FUSION,
+        "topk": topk,
+        "hidden_size": text["hidden_size"],
+        "moe_intermediate_size": intermediate,
+        "intermediate_key": intermediate_key,
         "dtype": _torch_dtype(model_config),
         "block_shape": _checkpoint_block_shape(quant),
         "quant_method": quant.get("quant_method"),
@@ -379,8 +406,17 @@ def expected_down_tuner_output_name(
 
 
 def _tuner_shape(model_config: dict, tp_size: int, ep_size: int, options: dict) -> tuple[dict, int, int]:
-    """(model shape, E, N) as the tuners compute them for these selector options."""
+    """(model shape, E, N) as upstream's tuner computes them for these selector options: by its own table of
+    architectures (:data:`_TUNER_KEYS`), Mixtral's keys for any other."""
     shape = model_moe_shape(model_config)
+    architecture = shape["architecture"]
+    experts_key, intermediate_key = _TUNER_KEYS.get(architecture, _TUNER_DEFAULT_KEYS)
+    text = _moe_section(_text_config(model_config))
+    if text.get(experts_key) is None or text.get(intermediate_key) is None:
+        listed = "its" if architecture in _TUNER_KEYS else "Mixtral's (it does not list this architecture)"
+        raise ValueError(f"SGLang's tuner reads {architecture} with {listed} keys {experts_key}/{intermediate_key}, "
+                         "which this config.json lacks: the tuner cannot tune this model as it is")
+    shape = {**shape, "num_experts": text[experts_key], "moe_intermediate_size": text[intermediate_key]}
     fuse_shared = shape["shared_expert_fusable"] and not options["disable_shared_experts_fusion"]
     n = _shard_intermediate(shape["moe_intermediate_size"], tp_size, ep_size)
     return shape, _local_experts(shape, ep_size, fuse_shared), n

@@ -31,12 +31,14 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
     compute_bound_search_space,
     down_tuner_arguments,
     expected_tuner_output_name,
+    model_moe_shape,
     moe_config_targets,
     prefilter_search_space,
     reconcile_targets,
     tuner_arguments,
     validate_config,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.server_args import parse_help_flags
 
 MAIN_TUNER = "tuning_fused_moe_triton.py"
 DOWN_TUNER = "tune_down_moe.py"
@@ -85,6 +87,16 @@ def moe_targets(
         per_channel_quant,
     )
     report = reconcile_targets(derived, missing)
+    if (missing and not report["agree"] and not disable_shared_experts_fusion
+            and model_moe_shape(model_config)["shared_expert_fusable"]):
+        # The server decides at load time whether it fuses the shared expert; the names it logged are the truth.
+        unfused = moe_config_targets(model_config, tp_size, ep_size, device_name, triton_version, dtype, True,
+                                     per_channel_quant)
+        unfused_report = reconcile_targets(unfused, missing)
+        if unfused_report["agree"]:
+            derived, report, disable_shared_experts_fusion = unfused, unfused_report, True
+            report["message"] += (f"; the server did not fuse the shared expert (it looks up E={unfused[0]['E']}), "
+                                  "so the tuner runs with --disable-shared-experts-fusion")
     if missing and not report["agree"]:
         raise ValueError(report["message"])
     up_name = next(target["file_name"] for target in derived if target["kernel"] == "up")
@@ -208,6 +220,56 @@ def tuner_device_name(gpus: list[dict], environment: dict) -> str:
 
 
 # ---------------------------------------------------------------------------------------------
+# The tuner's own CLI (its argparse, read from --help)
+# ---------------------------------------------------------------------------------------------
+
+
+def tuner_cli(script: str, help_text: str) -> dict[str, Any]:
+    """What a tuner script's argparse offers, from its ``--help``: ``{script, options, batch_sizes_per_run,
+    search_space_file}``. ``batch_sizes_per_run`` is ``many`` (``--batch-sizes``), ``one`` (only
+    ``--batch-size``: one run per batch size) or ``default`` (neither: the tuner's own list only).
+
+    Upstream's ``tuning_fused_moe_triton.py`` took one ``--batch-size`` and its own search space until
+    ``--batch-sizes`` and ``--search-space-file`` arrived in 2026 (sgl-project/sglang
+    benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py, e.g. commit 00e96592 has both; fixtures in
+    tests/fixtures/sglang_tuner_cli/); ``tune_down_moe.py`` has ``--batch-sizes`` (nargs='*') and no search space.
+    """
+    options = sorted(parse_help_flags(help_text))
+    if not {"model", "tp_size"} <= set(options):
+        raise ValueError(f"{script} --help lists no --model/--tp-size; it is not SGLang's MoE tuner:\n{help_text[-600:]}")
+    per_run = "many" if "batch_sizes" in options else "one" if "batch_size" in options else "default"
+    return {"script": script, "options": options, "batch_sizes_per_run": per_run,
+            "search_space_file": "search_space_file" in options}
+
+
+def read_tuner_cli(run: Callable[[list], tuple], python: str, tuner_dir: str, script: str) -> dict[str, Any]:
+    """:func:`tuner_cli` of ``python <tuner_dir>/<script> --help`` run through ``run(argv) -> (rc, out, err)``."""
+    rc, out, err = run([python, os.path.join(tuner_dir, script), "--help"])
+    if rc != 0:
+        raise ValueError(f"{script} --help failed (rc={rc}); the tuner cannot start on this host:\n"
+                         f"{_ANSI_ESCAPE.sub('', (err or out).strip())[-1500:]}")
+    return tuner_cli(script, out)
+
+
+def size_runs(batch_sizes: list[int], cli: dict) -> list[list[int]]:
+    """The tuner invocations that cover ``batch_sizes``: all at once with ``--batch-sizes``, else one each."""
+    if cli["batch_sizes_per_run"] == "many":
+        return [list(batch_sizes)]
+    if cli["batch_sizes_per_run"] == "one":
+        return [[size] for size in batch_sizes]
+    raise ValueError(f"{cli['script']} has neither --batch-sizes nor --batch-size; it only runs its own batch sizes")
+
+
+def _checked_flags(cli: dict, tuner_args: list[str]) -> list[str]:
+    missing = [arg for arg in tuner_args if arg.startswith("--")
+               and arg.split("=", 1)[0][2:].replace("-", "_") not in cli["options"]]
+    if missing:
+        raise ValueError(f"tuner_args: {cli['script']} of this SGLang has no {', '.join(missing)} "
+                         f"(its options: {', '.join('--' + o.replace('_', '-') for o in cli['options'])})")
+    return tuner_args
+
+
+# ---------------------------------------------------------------------------------------------
 # Tuner command lines
 # ---------------------------------------------------------------------------------------------
 
@@ -223,21 +285,35 @@ def tuner_command(
     ep_size: int,
     tuner_args: list[str],
     batch_sizes: list[int],
+    cli: dict,
     search_space_file: str | None = None,
     gate_up_config: str | None = None,
     out_dir: str | None = None,
 ) -> list[str]:
-    """argv of one tuner invocation. Scripts run by absolute path: Python puts their directory on
-    ``sys.path``, so ``from common_utils import ...`` works with any CWD (the main tuner writes into it)."""
-    common = ["--model", model_path, "--tp-size", str(tp_size), "--ep-size", str(ep_size)]
-    sizes = ["--batch-sizes", *map(str, batch_sizes)]
+    """argv of one tuner invocation, in the options ``cli`` (:func:`tuner_cli`) says the script has. Scripts run
+    by absolute path: Python puts their directory on ``sys.path``, so ``from common_utils import ...`` works with
+    any CWD (the main tuner writes into it)."""
+    common = ["--model", model_path, "--tp-size", str(tp_size)]
+    if "ep_size" in cli["options"]:
+        common += ["--ep-size", str(ep_size)]
+    elif ep_size != 1:
+        raise ValueError(f"ep_size: {cli['script']} of this SGLang has no --ep-size; it cannot tune ep_size={ep_size}")
+    if cli["batch_sizes_per_run"] == "many":
+        sizes = ["--batch-sizes", *map(str, batch_sizes)]
+    elif len(batch_sizes) == 1 and cli["batch_sizes_per_run"] == "one":
+        sizes = ["--batch-size", str(batch_sizes[0])]
+    else:
+        raise ValueError(f"{cli['script']} takes {cli['batch_sizes_per_run']} batch size(s) per run, not {batch_sizes}")
     if kernel == "down":
-        return [python, os.path.join(tuner_dir, DOWN_TUNER), *common, *down_tuner_arguments(tuner_args),
-                "--gate-up-config", gate_up_config, *sizes, "--out-dir", out_dir]
-    argv = [python, os.path.join(tuner_dir, MAIN_TUNER), *common, *tuner_args, *sizes]
+        argv = [python, os.path.join(tuner_dir, DOWN_TUNER), *common, *_checked_flags(cli, down_tuner_arguments(tuner_args)),
+                "--gate-up-config", gate_up_config, *sizes]
+        return argv + (["--out-dir", out_dir] if "out_dir" in cli["options"] else [])
+    argv = [python, os.path.join(tuner_dir, MAIN_TUNER), *common, *_checked_flags(cli, tuner_args), *sizes]
     if mode == "tune":
         argv.append("--tune")
         if search_space_file:
+            if not cli["search_space_file"]:
+                raise ValueError(f"{cli['script']} of this SGLang has no --search-space-file")
             argv += ["--search-space-file", search_space_file]
     return argv
 

@@ -12,8 +12,9 @@ description:
   - Runs SGLang's tuner from the host's SGLang source checkout with the SGLang venv's python. V(up) uses
     C(tuning_fused_moe_triton.py --tune) (Ray, one worker per GPU), V(down) uses C(tune_down_moe.py) with the up
     kernel's tuned config.
-  - Tuning runs in chunks of batch sizes (C(--batch-sizes b1 .. bk), one tuner invocation each, so Ray keeps every GPU
-    of a chunk busy). After each chunk the tuned entries are merged into a checkpoint in O(work_dir); a rerun skips the
+  - The tuner is driven by what its own C(--help) offers (read once per plan, RV(tuner_cli)). Tuning runs in chunks
+    of batch sizes (C(--batch-sizes b1 .. bk), one tuner invocation each, so Ray keeps every GPU of a chunk busy);
+    a tuner of an older SGLang that only has C(--batch-size) runs once per batch size (RV(notes) says so). After each chunk the tuned entries are merged into a checkpoint in O(work_dir); a rerun skips the
     batch sizes already checkpointed for the same inputs (RV(resumed)).
   - A tuner that crashes or runs past O(timeout) (its whole process group is ended) fails the task naming the batch
     sizes done and the log tail; the checkpoint keeps what was done. The output file is written, atomically, only
@@ -100,6 +101,8 @@ options:
       - V(full) is the tuner's own space (1920 configs, fewer with block quantisation).
       - V(prefiltered) drops configs whose shared memory exceeds O(smem_per_block) before any compile and passes the
         rest as C(--search-space-file); RV(search_space) reports how many were dropped.
+      - A tuner without C(--search-space-file) (SGLang releases before it arrived) tunes its own full space; then
+        RV(search_space) has C(applied=false) and a C(reason), and RV(notes) says the prefilter cannot apply.
       - Any other value is the path of a C(--search-space-file) on the host.
       - O(kernel=down) supports V(full) only (C(tune_down_moe.py) has no search-space file).
     type: str
@@ -250,6 +253,16 @@ progress:
   type: list
   elements: dict
   sample: [{batch_sizes: [1, 2, 4, 8], done: 4, total: 18, elapsed_s: 412.3, eta_s: 1443.1, tuner_seconds: 398.2}]
+tuner_cli:
+  description: The options the tuner script's C(--help) lists and how it takes batch sizes (V(many) or V(one) per run).
+  returned: success
+  type: dict
+  sample: {script: tuning_fused_moe_triton.py, batch_sizes_per_run: one, search_space_file: false}
+notes:
+  description: What this SGLang's tuner cannot do as asked (one batch size per run, no search-space file).
+  returned: success
+  type: list
+  elements: str
 placements:
   description:
     - Where each batch size of this run was tuned, C({batch_size, node, host, gpu}), when the tuner prints it (the
@@ -290,18 +303,20 @@ import json
 import os
 import shutil
 import tempfile
+import time
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu import parse_query_gpu, query_gpu_argv
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
-    expected_down_tuner_output_name, expected_tuner_output_name, model_moe_shape, parse_tuner_benchmark_output,
+    compute_bound_search_space, expected_down_tuner_output_name, expected_tuner_output_name, model_moe_shape, parse_tuner_benchmark_output,
     parse_tuner_tune_output, parse_worker_placements, tuner_options, validate_config)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_bytes
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
-    DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail, merge_into_checkpoint,
-    operand_bytes, ray_cluster_gpus, read_checkpoint, read_search_space_file, resolve_batch_sizes, run_tuner,
-    search_space_plan, sha256_of, tuner_command, tuner_device_name, tuner_environment, visible_gpu_count)
+    DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail,
+    merge_into_checkpoint, operand_bytes, ray_cluster_gpus, read_checkpoint, read_search_space_file, read_tuner_cli,
+    resolve_batch_sizes, run_tuner, search_space_plan, sha256_of, size_runs, tuner_command, tuner_device_name,
+    tuner_environment, visible_gpu_count)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import Work, guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
 
@@ -358,12 +373,15 @@ def tuner_file_name(params: dict, model_config: dict, device_name: str) -> str:
     return file_name
 
 
-def search_space(params: dict, shape: dict) -> tuple[dict, bytes | None, str | None]:
-    """(summary, content to write for prefiltered, --search-space-file path)."""
+def search_space(params: dict, shape: dict, cli: dict) -> tuple[dict, bytes | None, str | None]:
+    """(summary, content to write for prefiltered, --search-space-file path). A tuner without
+    ``--search-space-file`` tunes its own full space: the summary says the requested space cannot apply."""
     mode = params["search_space"]
-    if params["kernel"] == "down" and mode != "full":
-        raise ValueError("search_space: tune_down_moe.py screens its own candidates (no --search-space-file); "
-                         "use full for kernel=down")
+    if mode != "full" and not cli["search_space_file"]:
+        total = len(compute_bound_search_space(shape["block_shape"]))
+        return {"mode": "full", "requested": mode, "applied": False, "total": total, "kept": total, "dropped": 0,
+                "reason": f"{cli['script']} of this SGLang has no --search-space-file: the {mode} search space "
+                          f"cannot apply, it tunes its own full space ({total} configs)"}, None, None
     if mode in ("full", "prefiltered"):
         operands = operand_bytes(tuner_options(params["tuner_args"])["dtype"], shape["dtype"])
         plan = search_space_plan(mode, shape["block_shape"], params["smem_per_block"], operands)
@@ -392,15 +410,27 @@ def plan_step(module: AnsibleModule) -> dict:
         raise ValueError("kernel: benchmark mode times the whole fused MoE with the main tuner; use kernel=up")
     if params["kernel"] == "down" and not params["gate_up_config"]:
         raise ValueError("gate_up_config: required for kernel=down; pass the up kernel's output_file")
+    if params["kernel"] == "down" and params["search_space"] != "full":
+        raise ValueError("search_space: tune_down_moe.py screens its own candidates (no --search-space-file); "
+                         "use full for kernel=down")
     config_bytes, model_config = read_json_file(os.path.join(params["model_path"], "config.json"), "model_path")
     gpus = host_gpus(module)
     file_name = tuner_file_name(params, model_config, tuner_device_name(gpus, params["environment"]))
     sizes = resolve_batch_sizes(params["batch_sizes"], params["max_running_requests"],
                                 params["speculative_num_draft_tokens"], params["chunked_prefill_size"])
+    cli = read_tuner_cli(lambda argv: module.run_command(argv, environ_update=tuner_environment({}, params["environment"])),
+                         params["python"], tuner_dir, DOWN_TUNER if params["kernel"] == "down" else MAIN_TUNER)
     plan = {"mode": params["mode"], "kernel": params["kernel"], "file_name": file_name, "tuner_dir": tuner_dir,
-            "batch_sizes": sizes["batch_sizes"], "batch_sizes_reason": sizes["reason"], "timeout": params["timeout"]}
+            "batch_sizes": sizes["batch_sizes"], "batch_sizes_reason": sizes["reason"], "timeout": params["timeout"],
+            "tuner_cli": cli, "notes": []}
+    if cli["batch_sizes_per_run"] == "default":
+        raise ValueError(f"{cli['script']} of this SGLang takes no batch sizes (no --batch-sizes, no --batch-size)")
     if params["mode"] == "tune":
         plan["chunk_size"] = params["chunk_size"] or default_chunk_size(params, gpus)
+        if cli["batch_sizes_per_run"] == "one":
+            plan["chunk_size"] = 1
+            plan["notes"].append(f"{cli['script']} of this SGLang takes one --batch-size per run (no --batch-sizes): "
+                                 f"{len(sizes['batch_sizes'])} runs of one batch size each, one GPU busy per run")
         plan.update(tune_plan(module, plan, config_bytes, model_config, probe["versions"]["sglang"]))
     return {"changed": False, "plan": plan}
 
@@ -409,7 +439,9 @@ def tune_plan(module: AnsibleModule, plan: dict, config_bytes: bytes, model_conf
     """Search space, checkpoint state and the chunks still to tune; writes the search-space file and
     drops an unusable checkpoint (not in check mode)."""
     params = module.params
-    summary, space_content, space_file = search_space(params, model_moe_shape(model_config))
+    summary, space_content, space_file = search_space(params, model_moe_shape(model_config), plan["tuner_cli"])
+    if summary.get("applied") is False:
+        plan["notes"].append(summary["reason"])
     gate_up_sha = None
     if params["kernel"] == "down":
         gate_up_bytes, gate_up = read_json_file(params["gate_up_config"], "gate_up_config")
@@ -453,8 +485,9 @@ def chunk_step(module: AnsibleModule, work: Work) -> dict:
     run_dir = invocation_dir(params["work_dir"], f"{plan['kernel']}-M{chunk[0]}-")
     argv = tuner_command(params["python"], plan["tuner_dir"], kernel=plan["kernel"], mode="tune",
                          model_path=params["model_path"], tp_size=params["tp_size"], ep_size=params["ep_size"],
-                         tuner_args=params["tuner_args"], batch_sizes=chunk, search_space_file=plan["search_space_file"],
-                         gate_up_config=params["gate_up_config"], out_dir=run_dir)
+                         tuner_args=params["tuner_args"], batch_sizes=chunk, cli=plan["tuner_cli"],
+                         search_space_file=plan["search_space_file"], gate_up_config=params["gate_up_config"],
+                         out_dir=run_dir)
     run = run_tuner(argv, run_dir, tuner_environment(dict(os.environ), params["environment"]), params["_timeout"],
                     on_start=work.add_process_group)
     output = os.path.join(run_dir, plan["file_name"])
@@ -500,21 +533,27 @@ def finish_step(module: AnsibleModule) -> dict:
 
 
 def benchmark_step(module: AnsibleModule, work: Work) -> dict:
+    """Kernel times with the installed configs: one tuner run, or one per batch size where the tuner takes one."""
     params, plan = module.params, module.params["_plan"]
     run_dir = invocation_dir(params["work_dir"], "benchmark-")
-    argv = tuner_command(params["python"], plan["tuner_dir"], kernel="up", mode="benchmark",
-                         model_path=params["model_path"], tp_size=params["tp_size"], ep_size=params["ep_size"],
-                         tuner_args=params["tuner_args"], batch_sizes=plan["batch_sizes"])
-    run = run_tuner(argv, run_dir, tuner_environment(dict(os.environ), params["environment"]), params["_timeout"],
-                    on_start=work.add_process_group)
-    results = parse_tuner_benchmark_output(run.stdout)
-    missing = [size for size in plan["batch_sizes"] if results.get(size, {}).get("kernel_us") is None]
-    if run.timed_out or run.rc != 0 or missing:
-        tail = log_tail(run)
-        raise TuneError(f"the tuner benchmark {'timed out' if run.timed_out else f'exited with rc={run.rc}'} "
-                        f"without a kernel time for batch sizes {missing}. Log tail:\n{tail}", log_tail=tail, log_dir=run_dir)
+    deadline = time.monotonic() + params["_timeout"]
+    results, seconds = {}, 0.0
+    for sizes in size_runs(plan["batch_sizes"], plan["tuner_cli"]):
+        argv = tuner_command(params["python"], plan["tuner_dir"], kernel="up", mode="benchmark",
+                             model_path=params["model_path"], tp_size=params["tp_size"], ep_size=params["ep_size"],
+                             tuner_args=params["tuner_args"], batch_sizes=sizes, cli=plan["tuner_cli"])
+        run = run_tuner(argv, run_dir, tuner_environment(dict(os.environ), params["environment"]),
+                        deadline - time.monotonic(), on_start=work.add_process_group)
+        seconds += run.seconds
+        results.update(parse_tuner_benchmark_output(run.stdout))
+        missing = [size for size in sizes if results.get(size, {}).get("kernel_us") is None]
+        if run.timed_out or run.rc != 0 or missing:
+            tail = log_tail(run)
+            raise TuneError(f"the tuner benchmark {'timed out' if run.timed_out else f'exited with rc={run.rc}'} "
+                            f"without a kernel time for batch sizes {missing}. Log tail:\n{tail}", log_tail=tail,
+                            log_dir=run_dir)
     shutil.rmtree(run_dir)
-    return {"changed": False, "seconds": round(run.seconds, 1),
+    return {"changed": False, "seconds": round(seconds, 1),
             "kernel_times": {size: {"config": results[size]["config"], "kernel_time_us": results[size]["kernel_us"]}
                              for size in plan["batch_sizes"]}}
 

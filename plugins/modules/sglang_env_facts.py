@@ -53,6 +53,14 @@ triton_dir:
   returned: when triton is installed
   type: str
   sample: triton_3_6_0
+moe_rules:
+  description:
+    - How the installed SGLang looks MoE configs up (module_utils/moe_rules, read from the real wheels):
+      C(config_module), C(fallback) (V(fixed) 3.4.0/3.3.1/3.2.0/3.1.0 up to 0.5.11, V(all_dirs) from 0.5.12),
+      C(block_m_mismatch) (V(assert) up to 0.5.12, V(override) later), C(down_missing), C(checked) and a C(note)
+      for a release whose wheel was not read; C(problem) instead for a release older than 0.5.10.
+  returned: success
+  type: dict
 moe_config_root:
   description: Directory holding C(configs/triton_*/) that the server reads.
   returned: success
@@ -76,6 +84,7 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import model_moe_shape, triton_dir_for
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import renew_leases
 
@@ -98,6 +107,10 @@ def main() -> None:
               "moe_config_root": params["moe_config_dir"] or probe["config_module_dir"]}
     if versions["triton"]:
         result["triton_dir"] = triton_dir_for(versions["triton"])
+    try:
+        result["moe_rules"] = moe_rules(versions["sglang"])
+    except ValueError as exc:
+        result["moe_rules"] = {"version": versions["sglang"], "problem": str(exc)}
     if params["source_dir"]:
         result["tuner"] = tuner_facts(params["source_dir"], versions["sglang"], module.run_command)
     if params["model_path"]:

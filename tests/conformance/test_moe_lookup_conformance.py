@@ -8,6 +8,7 @@ does (assert or override)."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -28,10 +29,14 @@ INSTALLED_TRITON = ("3.6.0", "3.4.0", "3.8.0")
 
 
 def run_real(version: str, scenarios: list[dict]) -> list[dict]:
+    return run_real_on(version, scenarios, DEVICE)
+
+
+def run_real_on(version: str, scenarios: list[dict], device: str) -> list[dict]:
     rules = moe_rules.moe_rules(version)
     module = Path(moe_rules.config_module_dir(str(extracted(version)), rules)) / "fused_moe_triton_config.py"
     probe = subprocess.run([sys.executable, str(PROBE), str(module)], input=json.dumps(scenarios), text=True,
-                           capture_output=True, timeout=60, check=False, env={"DEVICE_NAME": DEVICE, "PATH": "/usr/bin"})
+                           capture_output=True, timeout=60, check=False, env={"DEVICE_NAME": device, "PATH": "/usr/bin"})
     assert probe.returncode == 0, probe.stderr[-2000:]
     return json.loads(probe.stdout)
 
@@ -41,13 +46,13 @@ def marker(triton_dir: str, e: int) -> str:
     return str(1000 * int(triton_dir.removeprefix("triton_").replace("_", "")) + e)
 
 
-def write_tree(root: Path, extra_dirs: tuple[str, ...] = ()) -> Path:
+def write_tree(root: Path, extra_dirs: tuple[str, ...] = (), device: str = DEVICE) -> Path:
     for directory in ("triton_3_1_0", "triton_3_3_1", "triton_3_4_0", "triton_3_5_1", "triton_3_6_0",
                       "triton_3_7_1", *extra_dirs):
         (root / "configs" / directory).mkdir(parents=True, exist_ok=True)
     for (e, n), dirs in TREE.items():
         for directory in dirs:
-            name = config_file_name(e, n, DEVICE)
+            name = config_file_name(e, n, device)
             (root / "configs" / directory / name).write_text(
                 json.dumps({marker(directory, e): {"BLOCK_SIZE_M": 16, **ENTRY}}))
     return root
@@ -141,3 +146,80 @@ def test_block_size_m_mismatch_asserts_or_is_overridden_as_the_rules_say(version
     else:
         assert real[1]["error"] is None and real[1]["up_m"] == real[1]["down_m"] == 64
         assert any("overriding down BLOCK_SIZE_M" in message for message in real[1]["log"])
+
+
+# --- the emulator's lookup is its release's ----------------------------------------------------------------
+
+EMULATOR = Path(__file__).resolve().parents[1] / "emulator"
+EMULATOR_PROBE = r"""
+import json, os, sys
+import triton
+from sglang.srt.layers.moe.moe_runner.triton_utils import fused_moe_triton_config as config
+results = []
+for scenario in json.load(sys.stdin):
+    triton.__version__ = scenario["triton"]
+    os.environ["SGLANG_MOE_CONFIG_DIR"] = scenario["config_dir"]
+    config.get_moe_configs.cache_clear()
+    try:
+        if scenario["kind"] == "lookup":
+            *args, down = scenario["args"]
+            loaded = config.get_moe_configs(*args, down_moe=down)
+            results.append({"loaded": None if loaded is None else sorted(map(str, loaded)), "error": None})
+        else:
+            config.check_block_size_m(scenario["E"], scenario["N"], None, 0, 0, [scenario["M"]])
+            results.append({"error": None})
+    except Exception as exc:
+        results.append({"error": type(exc).__name__})
+print(json.dumps(results))
+"""
+
+
+def emulator_profiles() -> list[Path]:
+    return sorted((EMULATOR / "profiles").glob("*.yaml"))
+
+
+def profile_release(profile: Path) -> tuple[str, str]:
+    """(sglang version the profile names, else the emulator package's; its GPU name)."""
+    import yaml
+
+    document = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    package = re.search(r'__version__ = "([^"]+)"', (EMULATOR / "sglang" / "sglang" / "version.py").read_text()).group(1)
+    return str(document.get("sglang_version") or package), document["gpu"]["name"]
+
+
+def run_emulator(profile: Path, scenarios: list[dict], state_dir: Path) -> list[dict]:
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": f"{EMULATOR / 'sglang'}:{EMULATOR / 'triton'}",
+           "SGLANG_EMULATOR_PROFILE": str(profile), "SGLANG_EMULATOR_STATE_DIR": str(state_dir)}
+    probe = subprocess.run([sys.executable, "-c", EMULATOR_PROBE], input=json.dumps(scenarios), text=True,
+                           capture_output=True, timeout=60, check=False, env=env)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    return json.loads(probe.stdout)
+
+
+@pytest.mark.parametrize("profile", emulator_profiles(), ids=lambda path: path.stem)
+def test_the_emulators_lookup_is_its_releases(profile, tmp_path):
+    version, gpu = profile_release(profile)  # the tree and the real release use the profile's GPU name
+    root = write_tree(tmp_path / "tree", device=gpu)
+    bad = write_tree(tmp_path / "bad", extra_dirs=("triton_3_6_0_post1",), device=gpu)
+    (tmp_path / "empty").mkdir()
+    scenarios = [{"kind": "lookup", "triton": triton, "config_dir": str(root), "args": [e, n, None, 0, 0, False, down]}
+                 for triton in INSTALLED_TRITON for (e, n) in TREE for down in (False, True)]
+    scenarios += [{"kind": "lookup", "triton": "3.6.0", "config_dir": str(directory),
+                   "args": [64, 128, None, 0, 0, False, False]} for directory in (bad, tmp_path / "empty")]
+    pair = tmp_path / "pair" / "configs" / "triton_3_6_0"
+    pair.mkdir(parents=True)
+    (pair / config_file_name(8, 1792, gpu)).write_text(json.dumps({"64": {"BLOCK_SIZE_M": 64, **ENTRY}}))
+    (pair / config_file_name(8, 1792, gpu, down=True)).write_text(json.dumps({"64": {"BLOCK_SIZE_M": 32, **ENTRY}}))
+    pairs = [{"kind": "pair", "triton": "3.6.0", "config_dir": str(tmp_path / "pair"), "E": 8, "N": 1792, "M": 64}]
+    real = run_real_on(version, scenarios + pairs, gpu)
+    emulated = run_emulator(profile, scenarios + pairs, tmp_path / "state")
+    for scenario, mine, theirs in zip(scenarios, emulated, real):
+        expected = None if theirs.get("loaded") is None else sorted(theirs["loaded"])
+        if mine["error"] or theirs["error"]:
+            assert bool(mine["error"]) == bool(theirs["error"]), (version, scenario, mine, theirs)
+        elif scenario["args"][-1] and expected is not None and mine["loaded"] is None:
+            # The emulator's down lookup returns None where 0.5.16+ reuse the up file; only those may differ.
+            assert moe_rules.moe_rules(version)["down_missing"] == "reuse_up", (version, scenario)
+        else:
+            assert mine["loaded"] == expected, (version, scenario, mine, theirs)
+    assert (emulated[-1]["error"] == "AssertionError") == (real[-1]["error"] or "").startswith("AssertionError")

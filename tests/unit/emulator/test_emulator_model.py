@@ -123,10 +123,16 @@ def test_config_dir_env_exact_then_fallback(tmp_path: Path, monkeypatch: pytest.
     caplog.set_level(logging.INFO)
     configs = moe_config.get_moe_configs(256, 256, None)
     assert configs[1]["BLOCK_SIZE_M"] == 16 and 1024 in configs
+    # sglang 0.5.11 (the demo profile's release) falls back only through ["3.4.0", "3.3.1", "3.2.0", "3.1.0"]:
+    # never to triton_3_5_1, although it is newer (0.5.12+ scan every dir newest first).
     assert caplog.records[-1].getMessage() == (
         f"Config file not found at {tmp_path / 'configs' / 'triton_3_6_0' / RTX_UP}. Fallback to triton version "
-        f"3.5.1 and use MoE kernel config from {newer / RTX_UP}. Performance might be sub-optimal!"
+        f"3.4.0 and use MoE kernel config from {older / RTX_UP}. Performance might be sub-optimal!"
     )
+    (older / RTX_UP).unlink()
+    moe_config.get_moe_configs.cache_clear()
+    assert moe_config.get_moe_configs(256, 256, None) is None
+    assert caplog.records[-1].getMessage().startswith("Using default MoE kernel config.")
     exact = tmp_path / "configs" / "triton_3_6_0"
     exact.mkdir()
     shutil.copy(newer / RTX_UP, exact / RTX_UP)

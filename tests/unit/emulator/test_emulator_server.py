@@ -422,14 +422,14 @@ def test_warnings_vanish_with_tuned_configs_in_the_config_dir(launch, tmp_path: 
 
 
 def test_fallback_message_when_only_another_triton_dir_has_the_file(launch, tmp_path: Path) -> None:
-    older = tmp_path / "moe" / "configs" / "triton_3_5_1"
+    older = tmp_path / "moe" / "configs" / "triton_3_4_0"  # 0.5.11's fixed fallback list reaches 3.4.0, not 3.5.1
     older.mkdir(parents=True)
     sample = EMULATOR / "sglang/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_5_1"
     shutil.copy(sample / "E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json",
                 older / RTX_UP)
     server = launch(BASELINE, env={"SGLANG_MOE_CONFIG_DIR": str(tmp_path / "moe")})
     fallback = [MOE_FALLBACK.match(m) for m in server.messages(" TP0") if MOE_FALLBACK.match(m)]
-    assert len(fallback) == 1 and fallback[0].group(2) == "3.5.1"
+    assert len(fallback) == 1 and fallback[0].group(2) == "3.4.0"
     assert fallback[0].group(1) == str(tmp_path / "moe" / "configs" / "triton_3_6_0" / RTX_UP)
     assert any(MOE_DEFAULT_DOWN.match(m) for m in server.messages(" TP0"))
 

@@ -15,6 +15,8 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter import moe_targets as plugin
 
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
+
 REPO = Path(__file__).resolve().parents[4]
 QWEN = json.loads((REPO / "tests" / "fixtures" / "moe_configs" / "hf_configs" / "qwen3_5_moe_style_bf16.json").read_text())
 RTX_PRO = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
@@ -46,7 +48,7 @@ def test_filter_disagreement_is_a_filter_error_with_both_lists():
     ("not a dict", {"device_name": RTX_PRO, "triton_version": "3.6.0"}, "the input must be the model's parsed config.json"),
     (QWEN, {"triton_version": "3.6.0"}, "device_name .* and triton_version .* are required"),
     (QWEN, {"device_name": RTX_PRO, "triton_version": "3.6.0", "dtype": "float32"}, "the tuner would write"),
-    ({"architectures": ["LlamaForCausalLM"]}, {"device_name": RTX_PRO, "triton_version": "3.6.0"}, "unsupported MoE model"),
+    ({"architectures": ["LlamaForCausalLM"]}, {"device_name": RTX_PRO, "triton_version": "3.6.0"}, "LlamaForCausalLM: config.json has no MoE shape"),
 ])
 def test_filter_errors(model, kwargs, message):
     with pytest.raises(AnsibleFilterError, match=f"^moe_targets: .*{message}"):
@@ -57,9 +59,20 @@ def test_filter_docs_match_the_signature():
     doc = yaml.safe_load(plugin.DOCUMENTATION)
     assert doc["name"] == "moe_targets"
     assert list(doc["options"]) == ["_input", "tp_size", "ep_size", "device_name", "triton_version", "missing", "dtype",
-                                    "disable_shared_experts_fusion", "per_channel_quant"]
+                                    "disable_shared_experts_fusion", "per_channel_quant", "sglang_version"]
     assert list(yaml.safe_load(plugin.RETURN)["_value"]["contains"]) == [
-        "agree", "targets", "derived", "only_in_log", "only_derived", "message", "tuner_args", "expected_tuner_output"]
+        "agree", "targets", "derived", "only_in_log", "only_derived", "message", "tuner_args", "expected_tuner_output",
+        "moe_rules"]
+
+
+def test_the_filter_reports_the_lookup_rules_of_the_installed_release():
+    config = json.loads((FIXTURES / "hf_configs" / "qwen3_30b_a3b.json").read_text())
+    old = plugin.moe_targets(config, 1, device_name="NVIDIA H200", triton_version="3.6.0", sglang_version="0.5.11")
+    assert old["moe_rules"]["fallback"] == "fixed" and old["moe_rules"]["block_m_mismatch"] == "assert"
+    assert plugin.moe_targets(config, 1, device_name="NVIDIA H200", triton_version="3.6.0",
+                              sglang_version="0.5.23")["moe_rules"]["fallback"] == "all_dirs"
+    with pytest.raises(AnsibleFilterError, match="sglang 0.4.9 is older than 0.5.10"):
+        plugin.moe_targets(config, 1, device_name="NVIDIA H200", triton_version="3.6.0", sglang_version="0.4.9")
 
 
 @pytest.mark.parametrize(("kind", "name"), [("filter", "moe_targets"), ("module", "moe_tune"), ("module", "moe_configs")])

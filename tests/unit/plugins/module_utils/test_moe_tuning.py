@@ -6,6 +6,7 @@ Model configs are the fixtures of tests/fixtures/moe_configs/hf_configs (real ch
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -37,6 +38,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     resolve_batch_sizes,
     run_tuner,
     search_space_plan,
+    size_runs,
+    tuner_cli,
     tuner_command,
     tuner_device_name,
     tuner_environment,
@@ -202,16 +205,73 @@ def test_chunks_and_gpu_counts():
 # --- command lines ------------------------------------------------------------------------------
 
 
+TUNER_CLI = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "sglang_tuner_cli" / "tuner_cli.json")
+                       .read_text())["releases"]
+_spec = importlib.util.spec_from_file_location(
+    "tuner_cli_fixtures", Path(__file__).resolve().parents[4] / "scripts" / "tuner_cli_fixtures.py")
+fixtures_script = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(fixtures_script)
+
+
+def real_parser(release: str, script: str):
+    return fixtures_script.parser_from_options(script, TUNER_CLI[release]["scripts"][script]["options"])
+
+
+def cli_of(release: str, script: str = "tuning_fused_moe_triton.py") -> dict:
+    return tuner_cli(script, real_parser(release, script).format_help())
+
+
 def test_tuner_commands():
+    new, old = cli_of("0.5.23"), cli_of("0.5.11")
     common = dict(model_path="/m", tp_size=4, ep_size=1, tuner_args=["--dtype", "auto"], batch_sizes=[1, 64])
-    up = tuner_command("/py", "/src/t", kernel="up", mode="tune", search_space_file="/w/s.json", **common)
+    up = tuner_command("/py", "/src/t", kernel="up", mode="tune", search_space_file="/w/s.json", cli=new, **common)
     assert up == ["/py", "/src/t/tuning_fused_moe_triton.py", "--model", "/m", "--tp-size", "4", "--ep-size", "1",
                   "--dtype", "auto", "--batch-sizes", "1", "64", "--tune", "--search-space-file", "/w/s.json"]
-    bench = tuner_command("/py", "/src/t", kernel="up", mode="benchmark", **common)
+    bench = tuner_command("/py", "/src/t", kernel="up", mode="benchmark", cli=new, **common)
     assert bench[-3:] == ["--batch-sizes", "1", "64"] and "--tune" not in bench
-    down = tuner_command("/py", "/src/t", kernel="down", mode="tune", gate_up_config="/w/up.json", out_dir="/w/r", **common)
+    down = tuner_command("/py", "/src/t", kernel="down", mode="tune", gate_up_config="/w/up.json", out_dir="/w/r",
+                         cli=cli_of("0.5.23", "tune_down_moe.py"), **common)
     assert down == ["/py", "/src/t/tune_down_moe.py", "--model", "/m", "--tp-size", "4", "--ep-size", "1",
                     "--dtype", "auto", "--gate-up-config", "/w/up.json", "--batch-sizes", "1", "64", "--out-dir", "/w/r"]
+    one = tuner_command("/py", "/src/t", kernel="up", mode="tune", cli=old, **{**common, "batch_sizes": [64]})
+    assert one[-3:] == ["--batch-size", "64", "--tune"]
+    with pytest.raises(ValueError, match=r"takes one batch size\(s\) per run, not \[1, 64\]"):
+        tuner_command("/py", "/src/t", kernel="up", mode="tune", cli=old, **common)
+    with pytest.raises(ValueError, match="has no --search-space-file"):
+        tuner_command("/py", "/src/t", kernel="up", mode="tune", cli=old, search_space_file="/w/s.json",
+                      **{**common, "batch_sizes": [64]})
+    assert size_runs([1, 8, 64], old) == [[1], [8], [64]] and size_runs([1, 8, 64], new) == [[1, 8, 64]]
+
+
+@pytest.mark.parametrize("release", sorted(TUNER_CLI))
+def test_the_real_tuner_help_of_each_release_is_read_and_its_argparse_takes_our_command_lines(release):
+    """The options come from upstream's tuner scripts (tests/fixtures/sglang_tuner_cli: path and commit per entry);
+    the --help is what their argparse prints, and every argv we build must parse with that argparse."""
+    entry = TUNER_CLI[release]
+    for script, spec in entry["scripts"].items():
+        if spec is None:
+            continue
+        parser = real_parser(release, script)
+        cli = tuner_cli(script, parser.format_help())
+        assert set(cli["options"]) == {flag[2:].replace("-", "_") for opt in spec["options"] for flag in opt["option_strings"]}
+        kernel = "down" if script == "tune_down_moe.py" else "up"
+        for mode in (("tune",) if kernel == "down" else ("tune", "benchmark")):
+            for sizes in size_runs([1, 8, 4096], cli):
+                argv = tuner_command("/py", "/src/t", kernel=kernel, mode=mode, model_path="/m", tp_size=4, ep_size=2,
+                                     tuner_args=["--dtype", "fp8_w8a8", "--disable-shared-experts-fusion"],
+                                     batch_sizes=sizes, cli=cli, gate_up_config="/w/up.json", out_dir="/w/r",
+                                     search_space_file="/w/s.json" if cli["search_space_file"] else None)
+                parsed = vars(parser.parse_args(argv[2:]))
+                assert parsed["tp_size"] == 4 and parsed["ep_size"] == 2 and parsed["dtype"] == "fp8_w8a8"
+                assert (parsed.get("batch_sizes") or [parsed.get("batch_size")]) == sizes
+    expected = "many" if release in ("0.5.17", "0.5.20", "0.5.23") else "one"
+    assert cli_of(release)["batch_sizes_per_run"] == expected
+    assert cli_of(release)["search_space_file"] is (expected == "many")
+
+
+def test_tuner_help_that_is_not_the_tuner_is_refused():
+    with pytest.raises(ValueError, match="is not SGLang's MoE tuner"):
+        tuner_cli("tuning_fused_moe_triton.py", "usage: x [-h]\n\noptions:\n  -h, --help  show this help\n")
 
 
 def test_tuner_environment_overrides_and_defaults():
@@ -343,3 +403,19 @@ def test_progress_eta_counts_only_batch_sizes_tuned_in_this_run():
     assert line == (f"moe_tune [gpu1] up {RTX_UP}: 10/18 batch sizes (just tuned [16, 24, 32, 48]), "
                     "elapsed 0:01:40, ETA 0:03:20")
     assert progress_entry([1], 1, 1, 3.0, 0)["eta_s"] is None
+
+
+def test_the_servers_missing_names_settle_shared_expert_fusion():
+    """DeepSeek-V3 fuses its shared expert by default (E=257 at EP1); a server that did not (hardware, parallelism)
+    logs E=256 names: those are the truth, and the tuner is told --disable-shared-experts-fusion."""
+    config = json.loads((FIXTURES / "hf_configs" / "deepseek_v3_fp8.json").read_text())
+    root = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_6_0"
+    names = ["E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json",
+             "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128]_down.json"]
+    result = moe_targets(config, 8, 1, "NVIDIA H200", "3.6.0", [f"{root}/{name}" for name in names], dtype="fp8_w8a8")
+    assert result["agree"] and [t["file_name"] for t in result["targets"]] == names
+    assert "--disable-shared-experts-fusion" in result["tuner_args"] and result["expected_tuner_output"] == names[0]
+    assert "the server did not fuse the shared expert (it looks up E=256)" in result["message"]
+    fused = moe_targets(config, 8, 1, "NVIDIA H200", "3.6.0", [f"{root}/{name.replace('E=256', 'E=257')}" for name in names],
+                        dtype="fp8_w8a8")
+    assert "--disable-shared-experts-fusion" not in fused["tuner_args"]

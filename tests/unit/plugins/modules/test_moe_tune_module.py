@@ -31,12 +31,31 @@ FAKE_NVIDIA_SMI = """#!/bin/sh
 echo "0, NVIDIA RTX PRO 6000 Blackwell Server Edition, GPU-0, 97887, 12.0, 580.95.05, 600.00, 00000000:01:00.0"
 echo "1, NVIDIA RTX PRO 6000 Blackwell Server Edition, GPU-1, 97887, 12.0, 580.95.05, 600.00, 00000000:21:00.0"
 """
-# Like tuning_fused_moe_triton.py: with --tune it writes the file for --batch-sizes into the CWD (and dies when
-# CRASH_AT is one of them); without, it prints SGLang's benchmark lines.
-FAKE_TUNER = """import json, os, sys
-sizes = [int(a) for a in sys.argv[sys.argv.index("--batch-sizes") + 1:] if a.isdigit()]
+# Like tuning_fused_moe_triton.py: its argparse (with --batch-sizes/--search-space-file unless OLD_TUNER is set, as
+# before they arrived upstream); with --tune it writes the file for its batch sizes into the CWD (and dies when
+# CRASH_AT is one of them); without, it prints SGLang's benchmark lines. Every invocation is logged to CALLS.
+FAKE_TUNER = """import argparse, json, os, sys
+parser = argparse.ArgumentParser()
+parser.add_argument("--model", type=str, default="mistralai/Mixtral-8x7B-Instruct-v0.1")
+parser.add_argument("--tp-size", "--tp", type=int, default=2)
+parser.add_argument("--ep-size", "--ep", type=int, default=1)
+parser.add_argument("--dtype", type=str, choices=["auto", "fp8_w8a8", "int8_w8a16", "int8_w8a8", "int4_w4a16"])
+parser.add_argument("--per-channel-quant", action="store_true")
+parser.add_argument("--seed", type=int, default=0)
+parser.add_argument("--batch-size", type=int, required=False)
+if not os.environ.get("OLD_TUNER"):
+    parser.add_argument("--batch-sizes", type=int, nargs="+")
+parser.add_argument("--tune", action="store_true")
+if not os.environ.get("OLD_TUNER"):
+    parser.add_argument("--search-space-file", type=str)
+parser.add_argument("--disable-shared-experts-fusion", action="store_true")
+args = parser.parse_args()
+if os.environ.get("CALLS"):
+    with open(os.environ["CALLS"], "a") as calls:
+        calls.write(json.dumps(sys.argv[1:]) + "\\n")
+sizes = getattr(args, "batch_sizes", None) or [args.batch_size]
 entry = {entry}
-if "--tune" not in sys.argv:
+if not args.tune:
     for m in sizes:
         print(f"Batch size: {{m}}, config: {{entry}}")
         print(f"Kernel time: {{10.0 * m:.2f}} us")
@@ -169,3 +188,52 @@ def test_checkout_whose_version_cannot_be_told_is_refused_saying_why(host, capsy
     assert result["msg"].startswith(f"source_dir: cannot tell which SGLang {host['source']} is: it has no git "
                                     "metadata (.git) and no python/sglang/_version.py")
     assert result["msg"].endswith("check out its tag (git checkout v0.5.11)")
+
+
+def test_a_tuner_without_batch_sizes_or_a_search_space_file_is_driven_by_its_own_options(host, capsys, monkeypatch):
+    monkeypatch.setenv("OLD_TUNER", "1")
+    calls = host["tmp"] / "calls.jsonl"
+    monkeypatch.setenv("CALLS", str(calls))
+    code, planned = run_step(host, capsys, search_space="prefiltered", smem_per_block=101376)
+    assert code == 0, planned
+    plan = planned["plan"]
+    assert plan["tuner_cli"]["batch_sizes_per_run"] == "one" and plan["tuner_cli"]["search_space_file"] is False
+    assert plan["chunk_size"] == 1 and plan["chunks"] == [[1], [8], [64]]
+    assert plan["search_space"] == {"mode": "full", "requested": "prefiltered", "applied": False, "total": 1920,
+                                    "kept": 1920, "dropped": 0, "reason": plan["notes"][1]}
+    assert plan["notes"][0].startswith("tuning_fused_moe_triton.py of this SGLang takes one --batch-size per run")
+    assert "the prefiltered search space cannot apply, it tunes its own full space (1920 configs)" in plan["notes"][1]
+    assert plan["search_space_file"] is None and not (host["work_dir"] / "search-space").exists()
+    for chunk in plan["chunks"]:
+        code, step = run_step(host, capsys, _step="chunk", _plan=plan, _chunk=chunk, _timeout=60)
+        assert code == 0, step
+    assert run_step(host, capsys, _step="finish", _plan=plan)[0] == 0
+    assert json.loads((host["work_dir"] / UP).read_text()) == {"1": ENTRY, "8": ENTRY, "64": ENTRY}
+    runs = [json.loads(line) for line in calls.read_text().splitlines()]
+    assert [run[run.index("--batch-size") + 1] for run in runs] == ["1", "8", "64"]
+    assert all("--batch-sizes" not in run and "--search-space-file" not in run and "--tune" in run for run in runs)
+    # benchmark mode: one run per batch size too
+    calls.unlink()
+    _, planned = run_step(host, capsys, mode="benchmark")
+    code, measured = run_step(host, capsys, mode="benchmark", _step="benchmark", _plan=planned["plan"], _timeout=60)
+    assert code == 0 and measured["kernel_times"]["64"]["kernel_time_us"] == 640.0
+    assert len(calls.read_text().splitlines()) == 3
+
+
+def test_a_current_tuner_gets_batch_sizes_and_the_search_space_file(host, capsys, monkeypatch):
+    calls = host["tmp"] / "calls.jsonl"
+    monkeypatch.setenv("CALLS", str(calls))
+    _, planned = run_step(host, capsys, search_space="prefiltered", smem_per_block=101376)
+    plan = planned["plan"]
+    assert plan["tuner_cli"]["batch_sizes_per_run"] == "many" and plan["notes"] == []
+    run_step(host, capsys, _step="chunk", _plan=plan, _chunk=[1, 8], _timeout=60)
+    run = json.loads(calls.read_text())
+    assert run[run.index("--batch-sizes") + 1:run.index("--batch-sizes") + 3] == ["1", "8"]
+    assert run[run.index("--search-space-file") + 1] == plan["search_space_file"]
+
+
+def test_a_selector_flag_the_tuner_lacks_is_refused_naming_it(host, capsys):
+    _, planned = run_step(host, capsys, tuner_args=["--dtype", "auto", "--use-fancy"])
+    code, result = run_step(host, capsys, _step="chunk", _plan=planned["plan"], _chunk=[1], _timeout=60,
+                            tuner_args=["--dtype", "auto", "--use-fancy"])
+    assert code == 1 and result["msg"].startswith("tuner_args: tuning_fused_moe_triton.py of this SGLang has no --use-fancy")

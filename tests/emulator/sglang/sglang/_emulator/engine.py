@@ -19,7 +19,8 @@ from sglang._emulator.logs import as_rank, progress_line, rank_prefix, write_pro
 from sglang._emulator.model_shape import ModelShape, load_model_shape
 from sglang._emulator.perf import PerfModel, build_perf_model
 from sglang._emulator.profile import Profile
-from sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config import get_moe_configs, locate_moe_config
+from sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config import (
+    check_block_size_m, get_moe_configs, locate_moe_config)
 from sglang.srt.server_args import ServerArgs
 
 logger = logging.getLogger("sglang.srt.model_executor.model_runner")
@@ -186,6 +187,7 @@ class Engine:
                 get_moe_configs(*lookup, down_moe=False)
                 get_moe_configs(*lookup, down_moe=True)
         if not self.args.enable_deterministic_inference:
+            check_block_size_m(*lookup, self._capture_batch_sizes())  # releases <= 0.5.12 assert here
             self.moe_up = locate_moe_config(*lookup, down_moe=False).status
             self.moe_down = locate_moe_config(*lookup, down_moe=True).status
 

@@ -2,10 +2,14 @@
 # Apache License 2.0 (see LICENSE)
 """Fused-MoE Triton config lookup, as in SGLang's `moe_runner/triton_utils/fused_moe_triton_config.py`.
 
-Same file names, directory layout (`configs/triton_X_Y_Z/`), SGLANG_MOE_CONFIG_DIR override,
-newest-first fallback over the other Triton dirs, `_down` variant and log texts as the newer
-upstream version (sglang-facts §2). The server and the emulated tuner both use this module, so
-they always agree on where configs live.
+Same file names, directory layout (`configs/triton_X_Y_Z/`), SGLANG_MOE_CONFIG_DIR override, `_down` variant
+and log texts. The lookup rules are the emulated release's (the profile's `sglang_version`, else the package
+version), as the real wheels have them (tests/conformance/test_moe_lookup_conformance.py compares them):
+up to 0.5.11 the fallback tries only `supported_triton_versions = ["3.4.0", "3.3.1", "3.2.0", "3.1.0"]`,
+from 0.5.12 every other `triton_*` dir newest first (the int sort raising on a dir like `triton_3_6_0_post1`,
+`os.listdir` on a missing `configs/`); up to 0.5.12 `try_get_optimal_moe_config` asserts an up/down pair's
+BLOCK_SIZE_M are equal. The server and the emulated tuner both use this module, so they always agree on
+where configs live.
 """
 from __future__ import annotations
 
@@ -17,13 +21,27 @@ from dataclasses import dataclass
 
 import triton
 
+from sglang._emulator.profile import ProfileError, load_profile
 from sglang.srt.server_args import get_global_server_args_or_none
 from sglang.srt.utils import get_device_name
+from sglang.version import __version__
 
 logger = logging.getLogger(__name__)
 
 CONFIG_DIR_ENV = "SGLANG_MOE_CONFIG_DIR"
 TUNER_URL = "https://github.com/sgl-project/sglang/tree/main/benchmark/kernels/fused_moe_triton"
+FIXED_FALLBACK = ("3.4.0", "3.3.1", "3.2.0", "3.1.0")  # <= 0.5.11: supported_triton_versions
+
+
+def emulated_release() -> tuple[int, ...]:
+    """The release whose rules apply: the profile's `sglang_version` when it names one, else this package's."""
+    try:
+        profile = load_profile()
+    except ProfileError:
+        profile = None
+    version = (getattr(profile, "sglang_version", None) or (profile.raw.get("sglang_version") if profile else None)
+               or __version__)
+    return tuple(int(part) for part in str(version).split(".")[:3])
 
 
 @dataclass(frozen=True)
@@ -80,12 +98,42 @@ def locate_moe_config(
     exact_path = os.path.join(configs_root, exact_dir, json_file_name)
     if os.path.exists(exact_path):
         return ConfigLocation("used", exact_path, exact_path, triton.__version__)
-    other_dirs = [name for name in os.listdir(configs_root) if name.startswith("triton_") and name != exact_dir]
-    for version_dir in sorted(other_dirs, key=_version_key, reverse=True):
-        candidate = os.path.join(configs_root, version_dir, json_file_name)
+    if emulated_release() < (0, 5, 12):
+        versions = [version for version in FIXED_FALLBACK if version != triton.__version__]
+    else:  # raises like the release: FileNotFoundError without configs/, ValueError on a non-numeric dir
+        versions = sorted((name.removeprefix("triton_").replace("_", ".") for name in os.listdir(configs_root)
+                           if name.startswith("triton_")), key=lambda v: tuple(int(x) for x in v.split(".")),
+                          reverse=True)
+    for version in versions:
+        if version == triton.__version__:
+            continue
+        candidate = os.path.join(configs_root, triton_version_dir(version), json_file_name)
         if os.path.exists(candidate):
-            return ConfigLocation("fallback", exact_path, candidate, version_dir.removeprefix("triton_").replace("_", "."))
+            return ConfigLocation("fallback", exact_path, candidate, version)
     return ConfigLocation("missing", exact_path)
+
+
+def check_block_size_m(E: int, N: int, dtype: str | None, block_n: int, block_k: int, token_counts: list[int]) -> None:
+    """`try_get_optimal_moe_config(..., return_down_config=True)` of releases up to 0.5.12: `assert` that the up
+    and down configs picked for each token count have the same BLOCK_SIZE_M (the server dies at its first
+    forward); later releases override the down value."""
+    if emulated_release() >= (0, 5, 13):
+        return
+    up = get_moe_configs(E, N, dtype, block_n, block_k, down_moe=False)
+    down = get_moe_configs(E, N, dtype, block_n, block_k, down_moe=True)
+    if not down:
+        return
+    for m in token_counts:
+        config = up[min(up, key=lambda x: abs(x - m))] if up else _default_config(m, E, dtype, [block_n, block_k])
+        down_config = down[min(down, key=lambda x: abs(x - m))]
+        assert config["BLOCK_SIZE_M"] == down_config["BLOCK_SIZE_M"]
+
+
+def _default_config(m: int, e: int, dtype: str | None, block_shape: list[int]) -> dict:
+    """The BLOCK_SIZE_M of `get_default_config` up to 0.5.12 (not marlin, not deterministic)."""
+    if dtype == "fp8_w8a8":
+        return {"BLOCK_SIZE_M": 64 if all(block_shape) or m <= e else 128}
+    return {"BLOCK_SIZE_M": 16 if m <= e else 64}
 
 
 @functools.lru_cache
@@ -128,8 +176,3 @@ def get_moe_configs(
         return None
     with open(location.found_path, encoding="utf-8") as f:
         return {int(key): value for key, value in json.load(f).items()}
-
-
-def _version_key(version_dir: str) -> tuple[int, ...]:
-    parts = version_dir.removeprefix("triton_").split("_")
-    return tuple(int(part) if part.isdigit() else -1 for part in parts)
