@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Mapping
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import (
-    BY_OLD, removed_error, status, translate_args)
+    BY_OLD, gone_error, removed_error, status, translate_args)
 
 # argparse --help: an option's invocation line (`  --flag METAVAR, --alias METAVAR   help`, indented less than
 # the help column) and the usage block (`[--flag [X]]`); a part is one option string with its value shape.
@@ -171,8 +171,11 @@ def validate_server_args(server_args: Mapping[str, object], known_flags: Mapping
         spec = known_flags.get(name)
         if spec is None:
             rename = BY_OLD.get(name)
-            if rename is not None and status(rename, known_flags) == "removed":
+            state = status(rename, known_flags) if rename is not None else None
+            if state == "removed":
                 errors.append(removed_error(rename, value))
+            elif state == "gone":
+                errors.append(gone_error(rename))
             else:
                 errors.append(_unknown_flag_error(name, known_flags))
         elif value is not None:

@@ -33,6 +33,8 @@ class Rename(NamedTuple):
     removed: str  # first release that no longer accepts `old`
     # Value of `new` for a boolean `old` (store-const aliases); None: the value carries over.
     const: str | None = None
+    first: str | None = None  # first release with `old` (None: every release this table covers)
+    gone: str | None = None  # first release without `new` either (the setting itself is gone)
 
 
 RENAMES: tuple[Rename, ...] = (
@@ -40,9 +42,11 @@ RENAMES: tuple[Rename, ...] = (
     Rename("cuda_graph_bs", "cuda_graph_bs_decode", "0.5.14", "0.5.20"),
     Rename("disable_piecewise_cuda_graph", "cuda_graph_backend_prefill", "0.5.14", "0.5.20", const="disabled"),
     Rename("enforce_piecewise_cuda_graph", "cuda_graph_backend_prefill", "0.5.14", "0.5.20", const="tc_piecewise"),
-    Rename("enable_breakable_cuda_graph", "cuda_graph_backend_prefill", "0.5.14", "0.5.20", const="breakable"),
+    Rename("enable_breakable_cuda_graph", "cuda_graph_backend_prefill", "0.5.14", "0.5.20", const="breakable",
+           first="0.5.11"),
     Rename("piecewise_cuda_graph_tokens", "cuda_graph_bs_prefill", "0.5.14", "0.5.20"),
-    Rename("piecewise_cuda_graph_compiler", "cuda_graph_tc_compiler", "0.5.14", "0.5.20"),
+    # 0.5.23 has no cuda_graph_tc_compiler field either (arg_groups/fields/exec_.py)
+    Rename("piecewise_cuda_graph_compiler", "cuda_graph_tc_compiler", "0.5.14", "0.5.20", gone="0.5.23"),
     Rename("piecewise_cuda_graph_max_tokens", "cuda_graph_max_bs_prefill", "0.5.14", "0.5.20"),
 )
 BY_OLD: dict[str, Rename] = {rename.old: rename for rename in RENAMES}
@@ -71,17 +75,20 @@ def translate_value(rename: Rename, value: Any) -> tuple[bool, Any]:
 
 
 def status(rename: Rename, known_flags: Mapping[str, Any] | None = None, version: str | None = None) -> str:
-    """``current`` (old is the release's own name), ``alias`` (deprecated alias of new) or ``removed``.
+    """``current`` (old is the release's own name), ``alias`` (deprecated alias of new), ``removed``
+    (only new is accepted) or ``gone`` (neither: the setting no longer exists).
 
     Decided by the release's ``--help`` when given (its flags are the truth), else by the version.
     """
     if known_flags is not None:
         if rename.new not in known_flags:
-            return "current"
+            return "current" if rename.old in known_flags or rename.gone is None else "gone"
         return "alias" if rename.old in known_flags else "removed"
     actual = version_tuple(version)
     if not actual or actual < version_tuple(rename.since):
         return "current"
+    if rename.gone is not None and actual >= version_tuple(rename.gone):
+        return "gone"
     return "alias" if actual < version_tuple(rename.removed) else "removed"
 
 
@@ -89,6 +96,12 @@ def removed_error(rename: Rename, value: Any, version: str | None = None) -> str
     release = f"SGLang {version}" if version else "the installed SGLang"
     return (f"server_args.{rename.old}: {release} has no {_flag(rename.old)} (a deprecated alias from {rename.since}, "
             f"removed in {rename.removed}); use {new_spelling(rename, value)}")
+
+
+def gone_error(rename: Rename, version: str | None = None) -> str:
+    release = f"SGLang {version}" if version else "the installed SGLang"
+    return (f"server_args.{rename.old}: {release} has neither {_flag(rename.old)} nor {_flag(rename.new)} "
+            f"(removed in {rename.gone}); drop it")
 
 
 def alias_warning(rename: Rename, value: Any, version: str | None = None) -> str:
@@ -125,9 +138,10 @@ def translate_args(server_args: Mapping[str, Any], known_flags: Mapping[str, Any
                     translated.setdefault(rename.new, new_value)
                     warnings.append(alias_warning(rename, value, version))
                 continue
-            if state == "removed":
+            if state in ("removed", "gone"):
                 if translate_value(rename, value)[0]:
-                    errors.append(removed_error(rename, value, version))
+                    errors.append(removed_error(rename, value, version) if state == "removed"
+                                  else gone_error(rename, version))
                 continue
         else:
             candidates = [r for r in RENAMES if r.new == name]

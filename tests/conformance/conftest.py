@@ -62,3 +62,11 @@ def release_wheel_fixture():
 @pytest.fixture(name="extracted", scope="session")
 def extracted_fixture():
     return extracted
+
+
+def pytest_collection_modifyitems(items):
+    """Every test under tests/conformance is selectable as ``-m conformance`` (and runs in ``make test``)."""
+    here = Path(__file__).parent
+    for item in items:
+        if here in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.conformance)
