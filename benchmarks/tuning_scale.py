@@ -7,6 +7,10 @@ duration) and the GPUs Ray saw, and stops the cluster. Prints N | GPUs | wall s 
 is the ratio of tuner invocations: the module runs one chunk of (Ray GPUs) batch sizes per invocation, so
 ceil(24/4) / ceil(24/(4N)). The fleet is torn down at the end, also on errors, Ctrl-C and SIGTERM.
 
+It exits non-zero, naming why, when Ray did not see every host's GPUs (4N), when the tuner's runs did not span
+the N hosts or use every GPU (Ray's own record of the runs: moe_tune's placements, from the cluster's GCS), or
+when N hosts were not faster than one (speedup below MIN_SPEEDUP_SHARE of the ideal).
+
 Run from the checkout's root: .venv/bin/python -m benchmarks.tuning_scale
 """
 from __future__ import annotations
@@ -29,6 +33,8 @@ GPUS_PER_HOST = 4  # the demo profile's emulated GPUs
 BATCH_SIZES = [1, 2, 4, 8, 12, 16, 24, 32, 48, 64, 96, 128, 160, 192, 256, 320, 384, 512, 640, 768, 1024, 1536,
                2048, 4096]
 WORK_DIR = "/var/lib/llmops-sglang/tuning-scale"
+# The least share of the ideal speedup N hosts must reach (the emulated tuner's fixed costs per run keep it below 1).
+MIN_SPEEDUP_SHARE = 0.5
 
 
 def ideal_speedup(hosts: int) -> float:
@@ -47,7 +53,26 @@ def measure(runner: PlaybookRunner, names: list[str]) -> dict:
         raise RuntimeError(f"tuning on {names} did not tune all {len(BATCH_SIZES)} batch sizes afresh: {tuned}")
     return {"hosts": len(names), "ray_gpus": result.artifacts()["ray_gpus"],
             "wall_s": result.task_durations(TUNE_TASK)[names[0]], "chunks": len(tuned["progress"]),
-            "tuner_s": tuned["tuner_seconds"], "placement_hosts": len({p["host"] for p in tuned["placements"]})}
+            "tuner_s": tuned["tuner_seconds"], "gpus_used": tuned["gpus_used"],
+            "placement_hosts": len(tuned["hosts_used"])}
+
+
+def failures(rows: list[dict]) -> list[str]:
+    """Why the measurement does not show what it claims (empty: it does)."""
+    problems, base = [], rows[0]["wall_s"]
+    for row in rows:
+        n, gpus = row["hosts"], GPUS_PER_HOST * row["hosts"]
+        if row["ray_gpus"] != gpus:
+            problems.append(f"N={n}: Ray saw {row['ray_gpus']} GPUs, not the {gpus} of {n} host(s)")
+        if row["gpus_used"] != gpus:
+            problems.append(f"N={n}: the tuner's runs used {row['gpus_used']} GPU workers, not {gpus}")
+        if row["placement_hosts"] != n:
+            problems.append(f"N={n}: the tuner's work ran on {row['placement_hosts']} host(s), not {n}")
+        speedup = base / row["wall_s"]
+        if n > 1 and speedup < MIN_SPEEDUP_SHARE * ideal_speedup(n):
+            problems.append(f"N={n}: speedup {speedup:.2f} is below {MIN_SPEEDUP_SHARE:.0%} of the ideal "
+                            f"{ideal_speedup(n):.2f}")
+    return problems
 
 
 def print_table(rows: list[dict]) -> None:
@@ -70,6 +95,7 @@ def main() -> int:
     # SIGTERM unwinds like Ctrl-C, so the finally below tears the fleet down.
     signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     fleet = Fleet(FleetConfig())
+    problems: list[str] = []
     try:
         hosts = fleet.up(max(HOST_COUNTS), emulator=build_emulator())
         runner = PlaybookRunner(inventory=fleet.inventory_file)
@@ -79,12 +105,15 @@ def main() -> int:
             rows.append(measure(runner, names[:count]))
             print(f"N={count}: {rows[-1]}", flush=True)
         print_table(rows)
+        problems = failures(rows)
+        for problem in problems:
+            print(f"FAILED: {problem}", file=sys.stderr)
     finally:
         fleet.down()
         left = fleet.leftovers()
         if left:
             print("the sandbox fleet left traces:\n  " + "\n  ".join(left), file=sys.stderr)
-    return 1 if left else 0
+    return 1 if left or problems else 0
 
 
 if __name__ == "__main__":

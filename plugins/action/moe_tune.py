@@ -62,7 +62,8 @@ class ActionModule(ActionBase):
             progress.append(entry)
             if step["tuner_seconds"] is not None:
                 tuner_seconds.append(step["tuner_seconds"])
-            placements += step["placements"]
+            if step["placement"] is not None:
+                placements.append(step["placement"])
             display.display(progress_line(host, plan["kernel"], plan["file_name"], entry))
         finished = self._step(args, task_vars, "finish", _plan=plan)
         if finished.get("failed"):
@@ -70,6 +71,8 @@ class ActionModule(ActionBase):
         return {"changed": bool(plan["chunks"]) or finished["changed"], "output_file": finished["output_file"],
                 "progress": progress, "tuner_seconds": round(sum(tuner_seconds), 2) if tuner_seconds else None,
                 "placements": placements,
+                "gpus_used": max((p["gpus_used"] for p in placements), default=None),
+                "hosts_used": sorted({host for p in placements for host in p["hosts_used"]}),
                 "duration_s": round(time.monotonic() - started, 1)}
 
     def _step(self, args: dict, task_vars: dict, step: str, **internal) -> dict:

@@ -701,8 +701,6 @@ _TUNE_START_RE = re.compile(r"Start tuning over (\d+) configurations to create (
 _TUNE_DONE_RE = re.compile(r"\] Completed tuning for batch_size=(\d+)")
 _TUNE_WRITE_RE = re.compile(r"Writing best config to (.+?\.json)\.\.\.")
 _TUNE_SECONDS_RE = re.compile(r"Tuning took ([\d.]+) seconds")
-# Where a batch size ran, when the tuner says so (the emulator's tuner does; upstream's prints nothing like it).
-_WORKER_PLACEMENT_RE = re.compile(r"\[worker node=(\S+) host=(\S+) node_id=\S+ gpu=(\d+)\] batch_size=(\d+)")
 _DOWN_RESULT_RE = re.compile(r"M=(\d+): best down (\{.*\}) \(([\d.]+)us\)")
 _DOWN_WROTE_RE = re.compile(r"^wrote (.+\.json)\s*$", re.MULTILINE)
 
@@ -742,12 +740,6 @@ def parse_tuner_tune_output(text: str) -> dict[str, Any]:
         "seconds": float(seconds.group(1)) if seconds else None,
         "written": written is not None,
     }
-
-
-def parse_worker_placements(text: str) -> list[dict[str, Any]]:
-    """``[{batch_size, node, host, gpu}]`` from the tuner's ``[worker node=... gpu=...] batch_size=M`` lines."""
-    return [{"batch_size": int(size), "node": node, "host": host, "gpu": int(gpu)}
-            for node, host, gpu, size in _WORKER_PLACEMENT_RE.findall(text)]
 
 
 def parse_down_tuner_output(text: str) -> dict[str, Any]:

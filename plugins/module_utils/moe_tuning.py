@@ -51,6 +51,31 @@ _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
 _CRASH_LINE = re.compile(r"Fatal Python error|CUDA error|out of memory|core dumped")
 # Prints the count alone on stdout (ray.init() logs to stderr).
 RAY_GPU_PROBE = "import ray; ray.init(); print(int(ray.cluster_resources().get('GPU', 0)))"
+# Where a tuner run's Ray workers ran, from Ray's own GCS tables (job of the tuner's driver pid, its
+# BenchmarkWorker actors, one GPU each, and the nodes). ray.util.state needs Ray's dashboard, which the clusters
+# here (ray_cluster role: --include-dashboard=false) and the tuner's local ray.init() do not run; the GCS keeps
+# finished jobs and dead actors, so this works right after the tuner exited. Prints one JSON document.
+RAY_WORKERS_PROBE = r"""
+import json, sys
+import ray
+from ray._private.state import state
+pid, actor_class = int(sys.argv[1]), sys.argv[2]
+ray.init(logging_level="ERROR", log_to_driver=False)
+jobs = sorted((job for job in state.job_table() if job.get("DriverPid") == pid), key=lambda job: job["StartTime"])
+job = jobs[-1]["JobID"] if jobs else None
+nodes = {node["NodeID"]: node for node in ray.nodes()}
+workers = [actor for actor in state.actor_table(None).values()
+           if actor.get("JobID") == job and actor.get("ActorClassName") == actor_class]
+def node_of(node_id):
+    node = nodes.get(node_id, {})
+    return {"node_id": node_id, "ip": node.get("NodeManagerAddress"), "host": node.get("NodeManagerHostname")}
+print(json.dumps({
+    "job_id": job,
+    "nodes": [{**node_of(node_id), "gpus": int(node["Resources"].get("GPU", 0)), "alive": node["Alive"]}
+              for node_id, node in nodes.items()],
+    "workers": [{**node_of(actor["Address"]["NodeID"]), "actor_id": actor["ActorID"], "pid": actor["Pid"]}
+                for actor in workers]}))
+"""
 
 
 class TuneError(ValueError):
@@ -211,6 +236,42 @@ def ray_cluster_gpus(python: str, env: dict[str, str], timeout_s: float = 120.0)
             "check the cluster or set chunk_size"
         )
     return int(lines[-1])
+
+
+def ray_workers(python: str, env: dict[str, str], driver_pid: int, batch_sizes: list[int],
+                actor_class: str = "BenchmarkWorker", timeout_s: float = 120.0) -> dict[str, Any]:
+    """Where one tuner run's work ran, as Ray saw it (cluster at ``RAY_ADDRESS`` in ``env``): the nodes and their
+    GPUs, the run's GPU workers (one ``BenchmarkWorker`` actor per GPU) and their hosts.
+
+    The tuner hands batch size i to worker i mod (workers) (upstream's ``_distribute``); which actor is worker i
+    Ray does not record, so ``hosts_used`` counts hosts whose workers had work only when every worker had some
+    (batch sizes >= workers). Raises ValueError when Ray cannot be asked or knows no job of that driver.
+    """
+    try:
+        probe = subprocess.run([python, "-c", RAY_WORKERS_PROBE, str(driver_pid), actor_class], env=env,
+                               capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        raise ValueError(f"Ray at {env.get('RAY_ADDRESS')} did not answer within {timeout_s:.0f}s") from None
+    lines = probe.stdout.strip().splitlines()
+    if probe.returncode != 0 or not lines:
+        raise ValueError(f"cannot ask Ray at {env.get('RAY_ADDRESS')} where the tuner ran: "
+                         f"{_ANSI_ESCAPE.sub('', probe.stderr.strip())[-600:]}")
+    seen = json.loads(lines[-1])
+    if seen["job_id"] is None:
+        raise ValueError(f"Ray at {env.get('RAY_ADDRESS')} has no job of the tuner's driver (pid {driver_pid})")
+    workers = seen["workers"]
+    busy = workers if len(batch_sizes) >= len(workers) else []
+    return {
+        "job_id": seen["job_id"],
+        "cluster_gpus": sum(node["gpus"] for node in seen["nodes"] if node["alive"]),
+        "cluster_hosts": sorted({node["ip"] for node in seen["nodes"] if node["alive"] and node["gpus"]}),
+        "gpus_used": len(workers),
+        "workers_per_host": {ip: sum(1 for w in workers if w["ip"] == ip) for ip in sorted({w["ip"] for w in workers})},
+        "hosts_used": sorted({worker["ip"] for worker in busy}),
+        "nodes_used": sorted({worker["node_id"] for worker in busy}),
+        "batch_sizes": list(batch_sizes),
+        "workers": workers,
+    }
 
 
 def tuner_device_name(gpus: list[dict], environment: dict) -> str:

@@ -265,12 +265,23 @@ notes:
   elements: str
 placements:
   description:
-    - Where each batch size of this run was tuned, C({batch_size, node, host, gpu}), when the tuner prints it (the
-      SGLang emulator's tuner does; upstream's does not, so the list is empty there).
+    - Where each tuner run of the up kernel worked, as Ray saw it when O(environment) sets C(RAY_ADDRESS) (a cluster;
+      Ray's GCS keeps the run's job and workers): one entry per run with C(batch_sizes), C(cluster_gpus),
+      C(cluster_hosts), C(gpus_used) (the run's GPU workers), C(workers_per_host), C(hosts_used) (hosts whose
+      workers all had work) and C(workers) (C(ip), C(host), C(node_id), C(actor_id), C(pid)).
+    - Empty for a local run (its Ray instance ends with the tuner; all of it ran on this host).
   returned: mode=tune
   type: list
   elements: dict
-  sample: [{batch_size: 64, node: 10.0.0.12, host: gpu2, gpu: 1}]
+gpus_used:
+  description: The most GPU workers one tuner run of this task had (RV(placements)); null without C(RAY_ADDRESS).
+  returned: mode=tune
+  type: int
+hosts_used:
+  description: Hosts (IP) whose Ray workers tuned batch sizes in this task (RV(placements)).
+  returned: mode=tune
+  type: list
+  elements: str
 duration_s:
   description: Wall time of the task.
   returned: success
@@ -310,7 +321,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import 
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu import parse_query_gpu, query_gpu_argv
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
     compute_bound_search_space, expected_down_tuner_output_name, expected_tuner_output_name, model_moe_shape, parse_tuner_benchmark_output,
-    parse_tuner_tune_output, parse_worker_placements, tuner_options, validate_config)
+    parse_tuner_tune_output, tuner_options, validate_config)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_bytes
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail,
@@ -488,8 +499,9 @@ def chunk_step(module: AnsibleModule, work: Work) -> dict:
                          tuner_args=params["tuner_args"], batch_sizes=chunk, cli=plan["tuner_cli"],
                          search_space_file=plan["search_space_file"], gate_up_config=params["gate_up_config"],
                          out_dir=run_dir)
-    run = run_tuner(argv, run_dir, tuner_environment(dict(os.environ), params["environment"]), params["_timeout"],
-                    on_start=work.add_process_group)
+    env, drivers = tuner_environment(dict(os.environ), params["environment"]), []
+    run = run_tuner(argv, run_dir, env, params["_timeout"],
+                    on_start=lambda pid: (drivers.append(pid), work.add_process_group(pid)))
     output = os.path.join(run_dir, plan["file_name"])
     if run.timed_out or run.rc != 0 or not os.path.exists(output):
         raise chunk_failure(plan, chunk, run, run_dir)
@@ -497,9 +509,13 @@ def chunk_step(module: AnsibleModule, work: Work) -> dict:
     configs = merge_into_checkpoint(plan["checkpoint"], plan["fingerprint"], plan["inputs"], chunk_configs,
                                     plan["kernel"], chunk)
     shutil.rmtree(run_dir)
+    # The main tuner runs on Ray; on a cluster (RAY_ADDRESS) Ray keeps the run's job and workers after it ended.
+    # A local ray.init() ends with the tuner, so there is nothing to ask then (and everything ran on this host).
+    placement = (ray_workers(params["python"], env, drivers[0], chunk)
+                 if plan["kernel"] == "up" and env.get("RAY_ADDRESS") else None)
     return {"changed": True, "done": len([size for size in plan["batch_sizes"] if str(size) in configs]),
             "tuner_seconds": parse_tuner_tune_output(run.stdout)["seconds"] if plan["kernel"] == "up" else None,
-            "seconds": round(run.seconds, 1), "placements": parse_worker_placements(run.stdout)}
+            "seconds": round(run.seconds, 1), "placement": placement}
 
 
 def chunk_failure(plan: dict, chunk: list, run, run_dir: str) -> TuneError:

@@ -95,8 +95,9 @@ def test_one_tuning_run_spreads_batch_sizes_over_all_twelve_gpus(tuned, hosts):
     assert cluster["head"] == "gpu1" and cluster["gpus"] == 12
     assert sorted(node["ip"] for node in cluster["nodes"]) == addresses
     assert all(node["gpus"] == 4 for node in cluster["nodes"])
-    assert sorted(cluster["batch_sizes_per_node"]) == addresses, "every host must have tuned batch sizes"
-    assert sorted(sum(cluster["batch_sizes_per_node"].values(), [])) == BATCH_SIZES
+    # Ray's own record of each tuner run (its GCS), not a line only the emulated tuner prints.
+    assert cluster["hosts_used"] == addresses, "every host must have tuned batch sizes"
+    assert cluster["workers_per_host"] and all(run == {ip: 4 for ip in addresses} for run in cluster["workers_per_host"])
     assert cluster["gpus_used"] == 12 and cluster["batch_sizes_per_invocation"] == 12
     assert cluster["wall_time_s"] >= cluster["tuning_s"] > 0
     tune_tasks = tuned["result"].task_results("Tune the up kernel")

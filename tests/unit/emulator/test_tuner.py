@@ -42,6 +42,8 @@ from sglang._emulator.kernels import (  # noqa: E402
 )
 from sglang._emulator.profile import ProfileError, load_profile  # noqa: E402
 
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import ray_workers  # noqa: E402
+
 SRC = EMULATOR / "sglang_src"
 TUNER_DIR = Path("benchmark") / "kernels" / "fused_moe_triton"
 DEMO_PROFILE = EMULATOR / "profiles" / "demo.yaml"
@@ -502,6 +504,39 @@ def test_attached_multi_node_cluster_runs_batch_sizes_on_every_node(tmp_path: Pa
         assert len({w[2] for w in workers}) == 2
         assert len({(w[2], w[3]) for w in workers}) == 4
         assert len(parse_benchmark(result.stdout)) == 4
+        helper.stdin.close()
+        assert helper.wait(timeout=60) == 0
+    finally:
+        if helper.poll() is None:
+            helper.kill()
+            helper.wait()
+    assert_ray_gone(ray_tmp)
+
+
+def test_ray_itself_tells_where_a_tuner_run_worked(tmp_path: Path, ray_tmp: Path) -> None:
+    """moe_tuning.ray_workers asks the cluster's GCS (real Ray, no dashboard) right after the tuner exited: the job
+    of the tuner's driver pid, its BenchmarkWorker actors (one GPU each) and their nodes, as for the real tuner."""
+    profile = write_profile(tmp_path / "p.yaml", {})
+    env = script_env(profile, ray_tmp)
+    helper = subprocess.Popen([sys.executable, "-c", CLUSTER_HELPER], env=env, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    try:
+        assert helper.stdout is not None and helper.stdin is not None
+        address = helper.stdout.readline().strip()
+        cluster_env = {**env, "RAY_ADDRESS": address}
+        tuner = subprocess.Popen([sys.executable, "tuning_fused_moe_triton.py", "--model", QWEN, "--tp", "4",
+                                  "--batch-sizes", "1", "2", "4", "8", "16"], cwd=checkout(tmp_path), env=cluster_env,
+                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        assert tuner.wait(timeout=180) == 0
+        seen = ray_workers(sys.executable, cluster_env, tuner.pid, [1, 2, 4, 8, 16])
+        assert seen["cluster_gpus"] == 4 and seen["gpus_used"] == 4
+        assert len(seen["nodes_used"]) == 2 and seen["hosts_used"] == ["127.0.0.1"]
+        assert seen["workers_per_host"] == {"127.0.0.1": 4}
+        assert len({worker["actor_id"] for worker in seen["workers"]}) == 4
+        # Fewer batch sizes than workers: Ray cannot tell which workers had one, so no host counts as used.
+        assert ray_workers(sys.executable, cluster_env, tuner.pid, [1])["hosts_used"] == []
+        with pytest.raises(ValueError, match="has no job of the tuner's driver"):
+            ray_workers(sys.executable, cluster_env, 1, [1])
         helper.stdin.close()
         assert helper.wait(timeout=60) == 0
     finally:
