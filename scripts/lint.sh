@@ -29,7 +29,7 @@ else
 fi
 # Test harnesses, benchmarks and the Python API are not collection content (see build_ignore).
 excludes=()
-for d in tests/emulator tests/sandbox tests/integration tests/unit tests/fixtures benchmarks src scripts; do
+for d in tests/emulator tests/sandbox tests/integration tests/unit tests/conformance tests/fixtures benchmarks src scripts; do
     [[ -n $(git ls-files --cached --others --exclude-standard "$d" | head -n1) ]] && excludes+=(--exclude "$d/")
 done
 (cd "$tree" && HOME=$home PATH=$venv_bin:$PATH "$venv_bin/ansible-test" sanity --venv --python 3.11 \

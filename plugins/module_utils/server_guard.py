@@ -112,7 +112,8 @@ def controller_connected(fd: int = 1) -> bool | None:
         return None
     poller = select.poll()
     poller.register(fd, select.POLLOUT)
-    return not any(events & (select.POLLERR | select.POLLHUP | select.POLLNVAL) for _, events in poller.poll(0))
+    broken = select.POLLERR | select.POLLHUP | select.POLLNVAL
+    return not any(events & broken for _fd, events in poller.poll(0))
 
 
 class Work:

@@ -30,6 +30,12 @@ POLL_S = 2.0
 GRACE_S = 10.0
 
 
+def say(message: str) -> None:
+    """One line to the guard unit's journal."""
+    sys.stdout.write(f"guard: {message}\n")
+    sys.stdout.flush()
+
+
 def read_state(path: str) -> dict | None:
     try:
         with open(path, encoding="utf-8") as handle:
@@ -125,22 +131,22 @@ def main(state_path: str) -> int:
     while True:
         state = read_state(state_path)
         if state is None:
-            print(f"guard: {state_path} is gone (disarmed); nothing to do", flush=True)
+            say(f"{state_path} is gone (disarmed); nothing to do")
             return 0
         remaining = state["expires_at"] - time.time()
         if remaining <= 0:
             break
         time.sleep(min(POLL_S, remaining))
-    print(f"guard: lease of {state['service']} expired {-remaining:.0f}s ago without renewal "
-          f"(armed by {state.get('armed_by')}); putting the adopted configuration back", flush=True)
+    say(f"lease of {state['service']} expired {-remaining:.0f}s ago without renewal "
+        f"(armed by {state.get('armed_by')}); putting the adopted configuration back")
     record = restore(state)
     with open(state["record_path"], "w", encoding="utf-8") as handle:
         json.dump(record, handle)
     os.unlink(state_path)
-    print(f"guard: {record['action']} {record['service']} rc={record['rc']}", flush=True)
+    say(f"{record['action']} {record['service']} rc={record['rc']}")
     systemctl("disable", state["guard_unit"])
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1]))
+    raise SystemExit(main(sys.argv[1]))

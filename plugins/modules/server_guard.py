@@ -36,8 +36,8 @@ options:
     required: true
   state:
     description:
-      - V(armed) takes a snapshot of what runs now, unless a guard of this service is armed already (its snapshot is
-        kept: it is the last adopted configuration, what runs now may be an abandoned candidate).
+      - V(armed) takes a snapshot of what runs now, unless a guard of this service is armed already; then its snapshot
+        is kept, since it is the last adopted configuration and what runs now may be an abandoned candidate.
       - V(adopted) replaces the snapshot with what runs now (the stage adopted it).
       - V(disarmed) removes the guard.
     type: str
