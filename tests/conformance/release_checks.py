@@ -32,6 +32,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from tests.conformance.conftest import extracted
+from tests.conformance.moe_checks import check_moe_lookup, check_tuner_driving
 from tests.conformance.real_logs import Template, templates
 from tests.conformance.release_cli import real_cli, real_options
 
@@ -70,7 +71,7 @@ def check_help(version: str) -> list[str]:
         got = {key: spec[key] for key in shape}
         if got != shape:
             problems.append(f"{flag}: nargs {nargs!r} read as {got}")
-        choices = option["choices"]
+        choices = None if option["choices"] is None else [str(choice) for choice in option["choices"]]
         if choices and not any("<stub" in choice for choice in choices) and spec["choices"] != choices:
             problems.append(f"{flag}: choices {choices} read as {spec['choices']}")
     # values the release takes: one per value shape it has
@@ -83,6 +84,8 @@ def check_help(version: str) -> list[str]:
             value = option["choices"][0]
         if "<stub" in str(value):
             continue
+        value = [str(item) for item in value] if isinstance(value, list) else (
+            value if isinstance(value, bool) else str(value))
         errors = validate_server_args({name: value}, flags)
         if errors:
             problems.append(f"{flag} {value!r} refused: {errors[0]}")
@@ -303,7 +306,9 @@ def check_diff(version: str) -> list[str]:
 
 
 CHECKS = {"facts": check_facts, "side-effect diff": check_diff, "flag validation (--help)": check_help,
-          "renamed flags": check_names, "flag rules": check_flag_rules}
+          "renamed flags": check_names, "flag rules": check_flag_rules,
+          # tests/conformance/moe_checks.py (MoE config names/lookup/pairing, tuner CLI)
+          "MoE names + lookup": check_moe_lookup, "tuner driving": check_tuner_driving}
 
 
 @lru_cache(maxsize=None)
