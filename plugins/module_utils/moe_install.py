@@ -112,8 +112,8 @@ def validation_report(requested: list[RequestedConfig], rules: dict, install_dir
 def pair_problems(down_name: str, up: dict | None, down: dict, rules: dict) -> list[str]:
     """The token counts where the server would pair different BLOCK_SIZE_M, said as the release handles it."""
     fields = parse_config_file_name(down_name)
-    mismatches = block_m_pairs(up, down, lambda m: default_block_m(m, fields["E"], fields["dtype"],
-                                                                  fields["block_shape"]))
+    mismatches = block_m_pairs(
+        up, down, lambda m: default_block_m(m, fields["E"], fields["dtype"], fields["block_shape"]))
     if not mismatches:
         return []
     up_label = "its up file" if up is not None else "SGLang's default up config (no up file is given or installed)"

@@ -14,8 +14,9 @@ description:
     kernel's tuned config.
   - The tuner is driven by what its own C(--help) offers (read once per plan, RV(tuner_cli)). Tuning runs in chunks
     of batch sizes (C(--batch-sizes b1 .. bk), one tuner invocation each, so Ray keeps every GPU of a chunk busy);
-    a tuner of an older SGLang that only has C(--batch-size) runs once per batch size (RV(notes) says so). After each chunk the tuned entries are merged into a checkpoint in O(work_dir); a rerun skips the
-    batch sizes already checkpointed for the same inputs (RV(resumed)).
+    a tuner of an older SGLang that only has C(--batch-size) runs once per batch size (RV(notes) says so). After
+    each chunk the tuned entries are merged into a checkpoint in O(work_dir); a rerun skips the batch sizes already
+    checkpointed for the same inputs (RV(resumed)).
   - A tuner that crashes or runs past O(timeout) (its whole process group is ended) fails the task naming the batch
     sizes done and the log tail; the checkpoint keeps what was done. The output file is written, atomically, only
     when every batch size is tuned and the result validates, so partial output is never presented as a result.
@@ -266,7 +267,7 @@ notes:
 placements:
   description:
     - Where each tuner run of the up kernel worked, as Ray saw it when O(environment) sets C(RAY_ADDRESS) (a cluster;
-      Ray's GCS keeps the run's job and workers): one entry per run with C(batch_sizes), C(cluster_gpus),
+      Ray's GCS keeps the run's job and workers), one entry per run with C(batch_sizes), C(cluster_gpus),
       C(cluster_hosts), C(gpus_used) (the run's GPU workers), C(workers_per_host), C(hosts_used) (hosts whose
       workers all had work) and C(workers) (C(ip), C(host), C(node_id), C(actor_id), C(pid)).
     - Empty for a local run (its Ray instance ends with the tuner; all of it ran on this host).

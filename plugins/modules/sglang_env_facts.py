@@ -55,10 +55,11 @@ triton_dir:
   sample: triton_3_6_0
 moe_rules:
   description:
-    - How the installed SGLang looks MoE configs up (module_utils/moe_rules, read from the real wheels):
-      C(config_module), C(fallback) (V(fixed) 3.4.0/3.3.1/3.2.0/3.1.0 up to 0.5.11, V(all_dirs) from 0.5.12),
-      C(block_m_mismatch) (V(assert) up to 0.5.12, V(override) later), C(down_missing), C(checked) and a C(note)
-      for a release whose wheel was not read; C(problem) instead for a release older than 0.5.10.
+    - How the installed SGLang looks MoE configs up (module_utils/moe_rules, read from the real wheels).
+    - C(config_module); C(fallback) is V(fixed) (3.4.0, 3.3.1, 3.2.0, 3.1.0) up to 0.5.11 and V(all_dirs) from 0.5.12;
+      C(block_m_mismatch) is V(assert) up to 0.5.12 and V(override) later; C(down_missing); C(checked), and a
+      C(note) for a release whose wheel was not read.
+    - C(problem) instead, for a release older than 0.5.10.
   returned: success
   type: dict
 moe_config_root:
