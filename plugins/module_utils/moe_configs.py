@@ -192,7 +192,7 @@ def model_moe_shape(model_config: dict) -> dict[str, Any]:
     text = _moe_section(_text_config(model_config))
     experts_key, experts = _first(text, _EXPERT_KEYS)
     intermediate_key, intermediate = _first(text, _INTERMEDIATE_KEYS)
-    _, topk = _first(text, _TOPK_KEYS)
+    topk = _first(text, _TOPK_KEYS)[1]
     if not experts or intermediate is None or topk is None or "hidden_size" not in text:
         raise ValueError(
             f"{architecture}: config.json has no MoE shape: need experts ({'/'.join(_EXPERT_KEYS)}), the expert "

@@ -110,7 +110,7 @@ def source_version_info(source_dir: str, run: Runner | None = None) -> dict:
             match = _RELEASE_TAG.match(described)
             if match:
                 return {"version": match.group(1), "origin": f"git tag {described}", "problem": None}
-            tag, _, rest = described.rpartition("-g")[0].rpartition("-")
+            tag, _sep, rest = described.rpartition("-g")[0].rpartition("-")
             problem = (f"it is {rest} commit(s) past the tag {tag} ({described}), not a release"
                        if tag else f"git describe gives {described}, not a release tag")
     literal = _file_version(os.path.join(package, "version.py"))

@@ -326,7 +326,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_bytes
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail,
-    merge_into_checkpoint, operand_bytes, ray_cluster_gpus, read_checkpoint, read_search_space_file, read_tuner_cli,
+    merge_into_checkpoint, operand_bytes, ray_cluster_gpus, ray_workers, read_checkpoint, read_search_space_file,
+    read_tuner_cli,
     resolve_batch_sizes, run_tuner, search_space_plan, sha256_of, size_runs, tuner_command, tuner_device_name,
     tuner_environment, visible_gpu_count)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import Work, guarded_work
