@@ -7,8 +7,9 @@ Note that this module util is private to the llmops.sglang collection; do not us
 A measurement deploys a configuration, reads its startup facts and the deployed unit, and sweeps it
 (roles/tuning_run/tasks/measure.yml). When a step fails:
 
-* ``deploy`` - the server module did not get the configuration running (it rolled back): the candidate's fault.
-  Its structured failure (kind, message, suggestion, log lines) is kept.
+* ``deploy`` - the server module did not get the configuration running (it rolled back): the candidate's fault,
+  unless the module's checks named the host (``port``, ``model_path``, ``python``) or the start failed on a port
+  another process holds. Its structured failure (kind, message, suggestion, log lines) is kept.
 * ``sweep`` - the server died under the sweep (unit no longer active, a new invocation, /health not 200), or it
   stayed up but failed requests (every request of a run, more than max_failed_share of a level, a level over its
   time limit, answers the benchmark cannot use): the candidate's fault. A benchmark that could not run (input
@@ -21,6 +22,8 @@ from __future__ import annotations
 import typing as t
 
 CANDIDATE = "candidate"
+# Failed starts (error.kind of the server module) that the host causes, whatever the configuration.
+HOST_FAILURE_KINDS = ("port_in_use",)
 MEASUREMENT = "measurement"
 # error_kind values of the bench module that are never the configuration's doing.
 NOT_THE_SERVERS_DOING = {
@@ -64,10 +67,16 @@ def classify(step: str, result: dict | None, *, unit_status: dict | None = None,
     record: dict[str, t.Any] = {"step": step, "message": message, "suggestion": None}
     if step == "deploy":
         failure = result.get("failure") if isinstance(result.get("failure"), dict) else {}
-        record.update(fault=CANDIDATE, kind=failure.get("kind") or ("invalid_flags" if result.get("errors")
-                                                                    else "start_failed"),
+        errors = result.get("errors") or []
+        host_errors = [e for e in errors if not str(e).startswith("server_args.")]
+        # The server module's checks name their field: only server_args.* are the candidate's; the port, the model
+        # path, the python of the host are the deployment's, and a port taken by another process at start too.
+        host_problem = bool(host_errors) or failure.get("kind") in HOST_FAILURE_KINDS
+        record.update(fault=MEASUREMENT if host_problem else CANDIDATE,
+                      kind=failure.get("kind") or ("host_preflight" if host_errors else
+                                                   "invalid_flags" if errors else "start_failed"),
                       suggestion=failure.get("suggestion"), server_failure=failure or None,
-                      rolled_back=result.get("rolled_back"), errors=result.get("errors"))
+                      rolled_back=result.get("rolled_back"), errors=errors or None)
         record["summary"] = _first_line(message)
         return record
     state = server_state(unit_status, health_status, deployed_invocation)

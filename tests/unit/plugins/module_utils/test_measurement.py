@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils.measurement import classify
+from ansible_collections.llmops.sglang.plugins.module_utils.measurement import CANDIDATE, MEASUREMENT, classify
 
 ALIVE = {"ActiveState": "active", "InvocationID": "abc"}
 OOM = {"msg": "SGLang failed to start (oom): RuntimeError: Not enough memory.\nLog lines:\n...",
@@ -62,3 +62,27 @@ def test_facts_that_cannot_be_read_from_a_live_server_are_the_measurements() -> 
 def test_an_unclassified_benchmark_failure_fails_the_stage() -> None:
     record = classify("sweep", {"msg": "MODULE FAILURE"}, unit_status=ALIVE, health_status=200)
     assert record["fault"] == "measurement"
+
+
+def test_invalid_candidate_flags_are_the_candidates() -> None:
+    record = classify("deploy", {"msg": "invalid SGLang flags, nothing was changed: server_args.tp_size: invalid int "
+                                        "value 'four' (SGLang's parser)",
+                                 "errors": ["server_args.tp_size: invalid int value 'four' (SGLang's parser)"]})
+    assert record["fault"] == CANDIDATE and record["kind"] == "invalid_flags"
+
+
+@pytest.mark.parametrize("error", [
+    "port: 127.0.0.1:30000 is already in use by pid 812 (python3 -m http.server 30000), not by sglang.service",
+    "model_path: /srv/models/missing does not exist on the host",
+    "python: /opt/sglang/venv/bin/python does not exist on the host",
+])
+def test_what_the_host_lacks_is_not_the_candidates(error: str) -> None:
+    record = classify("deploy", {"msg": f"nothing was changed: {error}", "errors": [error]})
+    assert record["fault"] == MEASUREMENT and record["kind"] == "host_preflight"
+
+
+def test_a_start_on_a_port_another_process_took_is_not_the_candidates() -> None:
+    record = classify("deploy", {"msg": "SGLang failed to start (port_in_use)", "rolled_back": True,
+                                 "failure": {"kind": "port_in_use", "message": "[Errno 98] address already in use",
+                                             "suggestion": "free 127.0.0.1:30000"}})
+    assert record["fault"] == MEASUREMENT and record["kind"] == "port_in_use"
