@@ -8,9 +8,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import ansible_runner
+import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 RUNNER_TMP = REPO_ROOT / ".cache" / "runner"
+
+
+def write_demo_inventory(directory: Path, connection_vars: dict, members: dict[str, dict]) -> Path:
+    """An inventory in ``directory`` with the embedded default's group vars (the demo case) for ``members``
+    (host name -> host vars, ``ansible_host`` included) of a sandbox fleet (``Fleet.connection_vars()``)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    hosts = {"all": {"children": {"sglang_hosts": {"hosts": members}}, "vars": connection_vars}}
+    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
+    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
+    return directory
 
 
 @dataclass

@@ -14,7 +14,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.server_args import s
 from llmops_sglang.api import run
 from llmops_sglang.models import ProgressEvent
 from llmops_sglang.runs import load_sweeps, read_summary
-from tests.integration.ansible import REPO_ROOT
+from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.sglang_server import host_state, http_status, remove_tuned_configs
 from tests.integration.test_pipeline import FAST
 
@@ -32,12 +32,8 @@ HEALTHY_WITHIN_S = 120
 @pytest.fixture(scope="module")
 def inventory(tmp_path_factory, fleet, gpu1) -> Path:
     """The demo inventory's group vars with this fleet's gpu1."""
-    directory = tmp_path_factory.mktemp("api-inventory")
-    hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": gpu1.address}}}},
-                     "vars": fleet.connection_vars()}}
-    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
-    return directory
+    return write_demo_inventory(tmp_path_factory.mktemp("api-inventory"), fleet.connection_vars(),
+                          {HOST: {"ansible_host": gpu1.address}})
 
 
 @pytest.fixture(scope="module")

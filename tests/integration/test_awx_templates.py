@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.ansible import REPO_ROOT
+from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.sglang_server import remove_tuned_configs
 from tests.integration.test_pipeline import FAST
 
@@ -43,11 +43,8 @@ def gpu2(fleet):
 def awx_inventory(tmp_path_factory, fleet) -> Path:
     """The demo inventory for one host; the fast benchmark settings come from host_vars (an inventory source)."""
     host = next(h for h in fleet.hosts() if h.name == HOST)
-    directory = tmp_path_factory.mktemp("awx-inventory")
-    hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": host.address}}}},
-                     "vars": fleet.connection_vars()}}
-    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
+    directory = write_demo_inventory(tmp_path_factory.mktemp("awx-inventory"), fleet.connection_vars(),
+                               {HOST: {"ansible_host": host.address}})
     (directory / "host_vars").mkdir()
     (directory / "host_vars" / f"{HOST}.yml").write_text(yaml.safe_dump(FAST))
     return directory

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.ansible import REPO_ROOT
+from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.sglang_server import remove_dirs_when_empty
 
 pytestmark = pytest.mark.sandbox
@@ -72,13 +72,9 @@ def hosts(fleet):
 @pytest.fixture(scope="module")
 def inventory(tmp_path_factory, fleet, hosts) -> Path:
     """The demo inventory's group vars with the three hosts; gpu2 carries a host-specific arg that fails to start."""
-    directory = tmp_path_factory.mktemp("inventory")
     members = {h.name: {"ansible_host": h.address} for h in hosts}
     members["gpu2"]["rollout_args_override"] = FAILING_ARGS
-    (directory / "hosts.yml").write_text(yaml.safe_dump(
-        {"all": {"children": {"sglang_hosts": {"hosts": members}}, "vars": fleet.connection_vars()}}))
-    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
-    return directory
+    return write_demo_inventory(tmp_path_factory.mktemp("inventory"), fleet.connection_vars(), members)
 
 
 @pytest.fixture(scope="module")

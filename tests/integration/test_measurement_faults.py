@@ -10,9 +10,8 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.integration.ansible import REPO_ROOT
+from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.sglang_server import http_status
 
 pytestmark = pytest.mark.sandbox
@@ -27,12 +26,8 @@ KEY = "sk-measure-7c41e9"
 @pytest.fixture(scope="module")
 def inventory(tmp_path_factory, fleet, gpu1) -> Path:
     """The embedded default inventory's group vars (the demo case) with this fleet's gpu1."""
-    directory = tmp_path_factory.mktemp("inventory")
-    hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": gpu1.address}}}},
-                     "vars": fleet.connection_vars()}}
-    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
-    return directory
+    return write_demo_inventory(tmp_path_factory.mktemp("inventory"), fleet.connection_vars(),
+                          {HOST: {"ansible_host": gpu1.address}})
 
 
 @pytest.fixture(scope="module")

@@ -8,9 +8,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.integration.ansible import REPO_ROOT
+from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.conftest import SESSION_HOSTS
 from tests.integration.sglang_server import remove_tuned_configs
 
@@ -36,12 +35,8 @@ def host(fleet):
 @pytest.fixture(scope="module")
 def demo_inventory(tmp_path_factory, fleet, host) -> Path:
     """The demo inventory's group vars with this host (the demo itself targets gpu1)."""
-    directory = tmp_path_factory.mktemp("inventory")
-    hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": host.address}}}},
-                     "vars": fleet.connection_vars()}}
-    (directory / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    (directory / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
-    return directory
+    return write_demo_inventory(tmp_path_factory.mktemp("inventory"), fleet.connection_vars(),
+                          {HOST: {"ansible_host": host.address}})
 
 
 @pytest.fixture(scope="module")

@@ -13,9 +13,8 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
-from tests.integration.ansible import REPO_ROOT
+from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.sglang_server import host_state, http_status, remove_tuned_configs
 
 pytestmark = pytest.mark.sandbox
@@ -41,11 +40,7 @@ def host(fleet):
 def run(tmp_path_factory, fleet, host):
     """An inventory of the demo's group vars on this host, and a runs root; the host is left as found."""
     directory = tmp_path_factory.mktemp("interrupts")
-    (directory / "inventory").mkdir()
-    hosts = {"all": {"children": {"sglang_hosts": {"hosts": {HOST: {"ansible_host": host.address}}}},
-                     "vars": fleet.connection_vars()}}
-    (directory / "inventory" / "hosts.yml").write_text(yaml.safe_dump(hosts))
-    (directory / "inventory" / "group_vars").symlink_to(REPO_ROOT / "inventory" / "group_vars")
+    write_demo_inventory(directory / "inventory", fleet.connection_vars(), {HOST: {"ansible_host": host.address}})
     yield {"inventory": directory / "inventory", "run_dir": directory / "runs" / RUN_ID,
            "extravars": {**SETTINGS, "tuning_run_root": str(directory / "runs"), "run_id": RUN_ID}}
     remove_tuned_configs(fleet, host, directory / "runs" / RUN_ID, SETTINGS["tuning_run_moe"]["work_dir"])
