@@ -6,8 +6,9 @@ Run as a script in a fresh interpreter (it installs import hooks):
 ``python real_cli.py SRC_DIR DEPS_DIR`` with SRC_DIR the unpacked wheel (holding ``sglang/``) and
 DEPS_DIR a directory of light pure dependencies the CLI code needs (msgspec for 0.5.20+). Prints one
 JSON document: ``{"prog", "help", "options": [{option_strings, dest, nargs, choices, const, takes_value,
-action, hidden}], "fields": [[name, repr of default], ...]}`` (hidden: ``help=argparse.SUPPRESS``, accepted
-but not listed by --help; fields: the ServerArgs fields a ``server_args=`` dump lists, in order).
+action, hidden, const_value, metavar, type, required, help}], "fields": [[name, repr of default], ...]}`` (hidden:
+``help=argparse.SUPPRESS``, accepted but not listed by --help; const_value: what SGLang's
+``DeprecatedStoreConstAction`` stores; fields: the ServerArgs fields a ``server_args=`` dump lists, in order).
 
 The release's ``ServerArgs.add_cli_args`` (sglang/srt/server_args.py) runs unchanged on an
 ``argparse.ArgumentParser(prog="sglang serve")`` as ``prepare_server_args`` builds it. Heavy
@@ -166,6 +167,10 @@ class _MissingFinder(importlib.abc.MetaPathFinder):
         return importlib.machinery.ModuleSpec(name, _StubLoader(), is_package=True)
 
 
+def _scalar(value):
+    return value if isinstance(value, (int, float, str)) else str(value)
+
+
 def _value_of(value):
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
@@ -192,9 +197,13 @@ def main() -> None:
         options.append({
             "option_strings": list(action.option_strings), "dest": action.dest,
             "nargs": action.nargs if action.nargs is None or isinstance(action.nargs, (int, str)) else repr(action.nargs),
-            "choices": None if action.choices is None else [str(c) for c in _value_of(list(action.choices))],
+            "choices": None if action.choices is None else [_scalar(c) for c in _value_of(list(action.choices))],
             "const": _value_of(action.const), "takes_value": action.nargs != 0,
             "action": type(action).__name__, "hidden": action.help == argparse.SUPPRESS,
+            "const_value": _value_of(getattr(action, "const_value", None)),
+            "metavar": _value_of(action.metavar), "type": getattr(action.type, "__name__", None),
+            "required": bool(action.required),
+            "help": None if action.help in (None, argparse.SUPPRESS) else str(action.help),
         })
     json.dump({"prog": parser.prog, "help": parser.format_help(), "options": options,
                "fields": _fields(server_args)}, sys.stdout)

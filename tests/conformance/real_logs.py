@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -146,7 +147,9 @@ def _message_arguments(call: ast.Call) -> tuple[ast.AST, list[ast.AST]] | None:
 @lru_cache(maxsize=None)
 def _file_templates(path: str) -> tuple[Template, ...]:
     try:
-        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the release's own invalid escapes are not ours to report
+            tree = ast.parse(Path(path).read_text(encoding="utf-8"))
     except (SyntaxError, UnicodeDecodeError):
         return ()
     found = []

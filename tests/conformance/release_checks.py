@@ -96,7 +96,7 @@ def check_help(version: str) -> list[str]:
 
 def check_names(version: str) -> list[str]:
     real = real_options(version)
-    fields = {name for name, _ in real_cli(version)["fields"]}
+    fields = {field[0] for field in real_cli(version)["fields"]}
     flags = parse_help_flags(real_cli(version)["help"])
     problems = []
     for rename in sglang_names.RENAMES:
@@ -145,7 +145,7 @@ def _in_release(name: str, version: str) -> str:
 def check_flag_rules(version: str) -> list[str]:
     from ansible_collections.llmops.sglang.plugins.module_utils.flag_rules import version_in_range
 
-    dests = {option["dest"] for option in real_cli(version)["options"]} | {name for name, _ in real_cli(version)["fields"]}
+    dests = {option["dest"] for option in real_cli(version)["options"]} | {field[0] for field in real_cli(version)["fields"]}
     problems = []
     for rule in RULES:
         if not version_in_range(version, rule.get("sglang")):

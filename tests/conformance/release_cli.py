@@ -57,3 +57,21 @@ def real_options(version: str, *, hidden: bool = False) -> dict[str, dict]:
     """The release's options by ``--`` option string (argparse SUPPRESSed ones only with ``hidden``)."""
     return {string: option for option in real_cli(version)["options"] if hidden or not option["hidden"]
             for string in option["option_strings"] if string.startswith("--")}
+
+
+# What the emulator's CLI is built from (tests/emulator/sglang/sglang/_emulator/cli/sglang-<version>.json).
+EMULATOR_TABLE_KEYS = ("option_strings", "dest", "nargs", "choices", "const", "const_value", "action", "hidden",
+                       "metavar", "type", "required", "help")
+
+
+def emulator_table(version: str) -> dict:
+    """The release's option table as the emulator ships it: prog and every option (choices computed from
+    a stubbed module are left out: null, any value passes)."""
+    options = []
+    for option in real_cli(version)["options"]:
+        entry = {key: option[key] for key in EMULATOR_TABLE_KEYS}
+        if entry["choices"] is not None and any("<stub" in str(choice) for choice in entry["choices"]):
+            entry["choices"] = None
+        options.append(entry)
+    return {"source": f"sglang {version} wheel, ServerArgs.add_cli_args (tests/conformance/real_cli.py)",
+            "prog": real_cli(version)["prog"], "options": options}

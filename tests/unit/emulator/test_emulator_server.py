@@ -230,7 +230,7 @@ def test_target_and_draft_weights_load_on_every_rank(baseline: Server) -> None:
 
 def test_kv_cache_line(baseline: Server) -> None:
     match = next(KV_CACHE.search(m) for m in baseline.messages(" TP0") if KV_CACHE.search(m))
-    assert match.group(1) == "torch.bfloat16" and int(match.group(2)) > 100_000
+    assert match.group(1) is None and int(match.group(2)) > 100_000  # 0.5.11 memory_pool.py prints no dtype
     assert float(match.group(3)) == float(match.group(4)) > 0
 
 
@@ -399,7 +399,7 @@ def test_allreduce_fusion_costs_capacity_and_disables_piecewise_graphs(launch) -
     assert summary.group(4) == "26"
     args_line = next(m for m in server.messages("") if m.startswith("server_args="))
     assert "disable_piecewise_cuda_graph=True" in args_line and "enable_flashinfer_allreduce_fusion=True" in args_line
-    reason = "Disable piecewise CUDA graph because FlashInfer allreduce fusion is enabled on sm120"
+    reason = "Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set"  # 0.5.11's one text
     assert all(reason in server.messages(rank) for rank in (" TP0", " TP3"))
     assert not any(PCG_BEGIN.match(m) for m in server.messages(" TP0"))
     info = requests.get(f"{server.url}/server_info", timeout=5).json()
@@ -496,11 +496,14 @@ def test_unknown_flag_is_an_argparse_error(launch) -> None:
 
 
 def test_help_lists_real_flag_spellings(tmp_path: Path) -> None:
+    """The emulated release's own option strings (0.5.11 has no `--tp`: argparse takes it as an abbreviation
+    of --tp-size, as the real parser does); tests/conformance compares the whole --help with the wheel's."""
     result = subprocess.run([sys.executable, "-m", "sglang.launch_server", "--help"], capture_output=True, text=True,
                             env={**os.environ, "PYTHONPATH": f"{EMULATOR / 'sglang'}:{EMULATOR / 'triton'}"},
                             timeout=30, cwd=tmp_path)
     assert result.returncode == 0
-    for flag in ("--model-path", "--tensor-parallel-size", "--tp-size", "--tp", "--ep-size", "--mem-fraction-static",
+    assert not re.search(r"(^|[ ,])--tp[ ,\n]", result.stdout)
+    for flag in ("--model-path", "--tensor-parallel-size", "--tp-size", "--ep-size", "--mem-fraction-static",
                  "--speculative-algorithm", "--enable-flashinfer-allreduce-fusion", "--disable-piecewise-cuda-graph",
                  "--enforce-disable-flashinfer-allreduce-fusion", "--enable-fused-moe-sum-all-reduce", "--config",
                  "--cuda-graph-max-bs", "--admin-api-key", "--decode-log-interval", "--watchdog-timeout"):

@@ -18,7 +18,7 @@ from sglang._emulator.capacity import MemoryPlan, plan_memory
 from sglang._emulator.logs import as_rank, progress_line, rank_prefix, write_progress
 from sglang._emulator.model_shape import ModelShape, load_model_shape
 from sglang._emulator.perf import PerfModel, build_perf_model
-from sglang._emulator.profile import Profile
+from sglang._emulator.profile import Profile, emulated_version
 from sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config import (
     check_block_size_m, get_moe_configs, locate_moe_config)
 from sglang.srt.server_args import ServerArgs
@@ -120,7 +120,9 @@ class Engine:
         dtype = f"torch.{self.plan.kv_dtype.replace('fp8_e4m3', 'float8_e4m3fn').replace('fp8_e5m2', 'float8_e5m2')}"
         sizes = (f"KV size: {self.plan.kv_cache_gib:.2f} GB" if self.shape.is_mla
                  else f"K size: {self.plan.kv_cache_gib / 2:.2f} GB, V size: {self.plan.kv_cache_gib / 2:.2f} GB")
-        self._log_ranks(f"KV Cache is allocated. dtype: {dtype}, #tokens: {self.plan.max_total_num_tokens}, {sizes}")
+        # memory_pool.py: "dtype: ..." only from 0.5.14 (0.5.10/0.5.11: "KV Cache is allocated. #tokens: N, ...")
+        dtype_part = f"dtype: {dtype}, " if _release(self.profile) >= (0, 5, 14) else ""
+        self._log_ranks(f"KV Cache is allocated. {dtype_part}#tokens: {self.plan.max_total_num_tokens}, {sizes}")
         self._log_ranks(f"Memory pool end. avail mem={self.plan.avail_after_pool_gib:.2f} GB")
 
     async def capture_cuda_graphs(self) -> None:
@@ -147,7 +149,9 @@ class Engine:
 
     async def init_piecewise_cuda_graphs(self) -> None:
         if self.args.disable_piecewise_cuda_graph:
-            self._log_ranks(f"Disable piecewise CUDA graph because {self.args.piecewise_disable_reason}")
+            # 0.5.10/0.5.11 model_runner.py init_piecewise_cuda_graphs: ServerArgs decided (silently, whatever the
+            # rule: args.piecewise_disable_reason), the runner prints this one line for every cause.
+            self._log_ranks("Disable piecewise CUDA graph because --disable-piecewise-cuda-graph is set")
             return
         before = self.plan.avail_after_pool_gib - self.plan.cuda_graph_gib
         self._log_ranks(f"Capture piecewise CUDA graph begin. avail mem={before:.2f} GB")
@@ -230,6 +234,10 @@ class Engine:
     def _log_rank0(self, message: str) -> None:
         with as_rank(self.scheduler_prefix):
             logging.getLogger("sglang.srt.managers.scheduler").info(message)
+
+
+def _release(profile: Profile) -> tuple[int, ...]:
+    return tuple(int(part) for part in emulated_version(profile).split(".")[:3])
 
 
 def create_engine(args: ServerArgs, profile: Profile) -> Engine:

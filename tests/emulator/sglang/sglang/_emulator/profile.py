@@ -142,6 +142,8 @@ class Profile:
     moe_tuned_speedup: float = 1.0
     moe_fallback_speedup: float = 1.0
     description: str = ""
+    # The SGLang release the emulator plays (its CLI, log formats and lookup rules); None: the package's version.
+    sglang_version: str | None = None
     state_dir: str = "/dev/shm/sglang-emulator"
     startup: StartupTimes = field(default_factory=StartupTimes)
     prefill: PrefillModel = field(default_factory=PrefillModel)
@@ -154,6 +156,20 @@ class Profile:
     def scaled(self, emulated_seconds: float) -> float:
         """Wall seconds the emulator sleeps for `emulated_seconds` of real-GPU time."""
         return emulated_seconds * self.time_scale
+
+
+def emulated_version(profile: Profile | None = None) -> str:
+    """The release the emulator plays: the profile's `sglang_version`, else this package's version."""
+    if profile is None:
+        try:
+            profile = load_profile()
+        except ProfileError:
+            profile = None
+    if profile is not None and profile.sglang_version:
+        return str(profile.sglang_version)
+    from sglang.version import __version__
+
+    return __version__
 
 
 def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:

@@ -15,32 +15,20 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
+import json
 import logging
 import random
 import types
 import typing
 from dataclasses import dataclass
+from pathlib import Path
 
 from sglang._emulator.model_shape import ALLREDUCE_FUSION_ARCHS, load_model_shape
-from sglang._emulator.profile import load_profile
+from sglang._emulator.profile import emulated_version, load_profile
 
 logger = logging.getLogger(__name__)
 
-SPECULATIVE_ALGORITHMS = ["EAGLE", "EAGLE3", "NEXTN", "STANDALONE", "NGRAM"]
-ATTENTION_BACKENDS = [
-    "triton", "torch_native", "flex_attention", "dsa", "cutlass_mla", "fa3", "fa4", "flashinfer", "flashmla",
-    "trtllm_mla", "trtllm_mha", "dual_chunk_flash_attn", "aiter", "wave", "intel_amx", "ascend",
-]
-MOE_RUNNER_BACKENDS = [
-    "auto", "deep_gemm", "triton", "triton_kernel", "flashinfer_trtllm", "flashinfer_cutlass", "flashinfer_mxfp4",
-    "flashinfer_cutedsl", "cutlass",
-]
-KV_CACHE_DTYPES = ["auto", "fp8_e5m2", "fp8_e4m3", "bf16", "bfloat16", "fp4_e2m1"]
-DTYPES = ["auto", "half", "float16", "bfloat16", "float", "float32"]
-QUANTIZATIONS = [
-    "awq", "fp8", "gptq", "marlin", "gptq_marlin", "awq_marlin", "bitsandbytes", "gguf", "modelopt", "modelopt_fp8",
-    "modelopt_fp4", "petit_nvfp4", "w8a8_int8", "w8a8_fp8", "moe_wna16", "qoq", "w4afp8", "mxfp4", "compressed-tensors",
-]
 SPEC_DEFAULT_STEPS, SPEC_DEFAULT_TOPK, SPEC_DEFAULT_DRAFT_TOKENS = 3, 1, 4
 SPEC_MAX_RUNNING_REQUESTS = 48
 
@@ -96,7 +84,6 @@ class ServerArgs:
     pp_size: int = 1
     pp_max_micro_batch_size: int | None = None
     stream_interval: int = 1
-    stream_output: bool = False
     random_seed: int | None = None
     constrained_json_whitespace_pattern: str | None = None
     watchdog_timeout: float = 300
@@ -118,7 +105,6 @@ class ServerArgs:
     bucket_time_to_first_token: list[float] | None = None
     bucket_inter_token_latency: list[float] | None = None
     bucket_e2e_request_latency: list[float] | None = None
-    collect_tokens_histogram: bool = False
     decode_log_interval: int = 40
     enable_request_time_stats_logging: bool = False
     kv_events_config: str | None = None
@@ -185,7 +171,6 @@ class ServerArgs:
     moe_runner_backend: str = "auto"
     enable_flashinfer_allreduce_fusion: bool = False
     enforce_disable_flashinfer_allreduce_fusion: bool = False
-    flashinfer_allreduce_fusion_backend: str = "auto"
     enable_fused_moe_sum_all_reduce: bool = False
     deepep_mode: str = "auto"
     ep_num_redundant_experts: int = 0
@@ -365,120 +350,99 @@ class ServerArgs:
 
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
+        """The emulated release's own options (cli_table): its option strings, value shapes, choices and help.
+
+        Options whose setting the emulator models store into its field (``--tp-size`` and its alias into
+        tp_size); every other option of the release is accepted and ignored, as a real start would take it.
+        """
         hints = typing.get_type_hints(ServerArgs)
-        for f in dataclasses.fields(ServerArgs):
-            names = [f"--{f.name.replace('_', '-')}", *CLI_ALIASES.get(f.name, ())]
-            kwargs = _argparse_kwargs(hints[f.name], f.default, f.name)
-            parser.add_argument(*names, dest=f.name, help=CLI_HELP.get(f.name), **kwargs)
-        parser.add_argument(
-            "--config", help="Read CLI options from a YAML config file (keys without '--'); CLI arguments override it."
-        )
+        fields = {f.name: f for f in dataclasses.fields(ServerArgs)}
+        for option in cli_table()["options"]:
+            strings = option["option_strings"]
+            names = [string[2:].replace("-", "_") for string in strings if string.startswith("--")]
+            field_name = next((name for name in [option["dest"], *names] if name in fields), None)
+            kwargs = _option_kwargs(option, hints.get(field_name), fields.get(field_name))
+            if kwargs.get("action") is argparse.BooleanOptionalAction:
+                strings = [string for string in strings if not string.startswith("--no-")]
+            parser.add_argument(*strings, dest=field_name or option["dest"], **kwargs)
 
     @classmethod
     def from_cli_args(cls, args: argparse.Namespace) -> ServerArgs:
-        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls)})
+        return cls(**{f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if hasattr(args, f.name)})
 
 
-CLI_ALIASES: dict[str, tuple[str, ...]] = {
-    "model_path": ("--model",),
-    "tp_size": ("--tensor-parallel-size", "--tp"),
-    "ep_size": ("--expert-parallel-size", "--ep"),
-    "dp_size": ("--data-parallel-size",),
-    "pp_size": ("--pipeline-parallel-size",),
-}
-CLI_CHOICES: dict[str, list[str]] = {
-    "speculative_algorithm": SPECULATIVE_ALGORITHMS,
-    "attention_backend": ATTENTION_BACKENDS,
-    "decode_attention_backend": ATTENTION_BACKENDS,
-    "prefill_attention_backend": ATTENTION_BACKENDS,
-    "moe_runner_backend": MOE_RUNNER_BACKENDS,
-    "kv_cache_dtype": KV_CACHE_DTYPES,
-    "dtype": DTYPES,
-    "quantization": QUANTIZATIONS,
-    "moe_a2a_backend": ["none", "deepep", "mooncake", "ascend_fuseep"],
-    "flashinfer_allreduce_fusion_backend": ["auto", "trtllm", "mnnvl"],
-    "piecewise_cuda_graph_compiler": ["eager", "inductor"],
-    "schedule_policy": ["lpm", "random", "fcfs", "dfs-weight", "lof", "priority"],
-    "disaggregation_mode": ["null", "prefill", "decode"],
-}
-CLI_HELP: dict[str, str] = {
-    "model_path": "The path of the model weights. This can be a local folder or a Hugging Face repo ID.",
-    "tp_size": "The tensor parallelism size.",
-    "ep_size": "The expert parallelism size.",
-    "dp_size": "The data parallelism size.",
-    "pp_size": "The pipeline parallelism size.",
-    "mem_fraction_static": "The fraction of the memory used for static allocation (model weights and KV cache "
-    "memory pool). Use a smaller value if you see out-of-memory errors.",
-    "max_running_requests": "The maximum number of running requests.",
-    "max_total_tokens": "The maximum number of tokens in the memory pool. If not specified, it will be automatically "
-    "calculated based on the memory usage fraction.",
-    "chunked_prefill_size": "The maximum number of tokens in a chunk for the chunked prefill. Setting this to -1 "
-    "means disabling chunked prefill.",
-    "max_prefill_tokens": "The maximum number of tokens in a prefill batch. The real bound will be the maximum of "
-    "this value and the model's maximum context length.",
-    "context_length": "The model's maximum context length. Defaults to None (will use the value from the model's "
-    "config.json instead).",
-    "cuda_graph_max_bs": "Set the maximum batch size for cuda graph. It will extend the cuda graph capture batch "
-    "size to this value.",
-    "cuda_graph_bs": "Set the list of batch sizes for cuda graph.",
-    "disable_cuda_graph": "Disable cuda graph.",
-    "disable_piecewise_cuda_graph": "Disable piecewise cuda graph for extend/prefill.",
-    "enforce_piecewise_cuda_graph": "Enforce piecewise cuda graph, skipping all auto-disable conditions. For testing.",
-    "speculative_algorithm": "Speculative algorithm.",
-    "speculative_draft_model_path": "The path of the draft model weights.",
-    "speculative_num_steps": "The number of steps sampled from draft model in Speculative Decoding.",
-    "speculative_eagle_topk": "The number of tokens sampled from the draft model in eagle2 each step.",
-    "speculative_num_draft_tokens": "The number of tokens sampled from the draft model in Speculative Decoding.",
-    "attention_backend": "Choose the kernels for attention layers.",
-    "moe_runner_backend": "Choose the runner backend for MoE.",
-    "enable_flashinfer_allreduce_fusion": "Enable FlashInfer allreduce fusion with Residual RMSNorm.",
-    "enforce_disable_flashinfer_allreduce_fusion": "Disable FlashInfer allreduce fusion even where it would be "
-    "enabled automatically.",
-    "enable_fused_moe_sum_all_reduce": "Enable fused moe triton and sum all reduce.",
-    "disable_shared_experts_fusion": "Disable shared experts fusion optimization for deepseek v3/r1.",
-    "enable_torch_compile": "Optimize the model with torch.compile. Experimental feature.",
-    "torch_compile_max_bs": "Set the maximum batch size when using torch compile.",
-    "host": "The host of the HTTP server.",
-    "port": "The port of the HTTP server.",
-    "skip_server_warmup": "If set, skip warmup.",
-    "served_model_name": "Override the model name returned by the v1/models endpoint in OpenAI API server.",
-    "api_key": "Set API key of the server. It is also used in the OpenAI API compatible server.",
-    "admin_api_key": "Set admin API key for administrative/control endpoints (e.g., cache flush).",
-    "log_level": "The logging level of all loggers.",
-    "log_level_http": "The logging level of HTTP server. If not set, reuse --log-level by default.",
-    "log_requests": "Log metadata, inputs, outputs of all requests.",
-    "enable_metrics": "Enable log prometheus metrics.",
-    "decode_log_interval": "The log interval of decode batch.",
-    "watchdog_timeout": "Set watchdog timeout in seconds. If a forward batch takes longer than this, the server will "
-    "crash to prevent hanging.",
-    "trust_remote_code": "Whether or not to allow for custom models defined on the Hub in their own modeling files.",
-    "kv_cache_dtype": "Data type for kv cache storage. \"auto\" will use model data type.",
-    "dtype": "Data type for model weights and activations.",
-    "quantization": "The quantization method.",
-    "random_seed": "The random seed.",
-    "enable_deterministic_inference": "Enable deterministic inference mode with batch invariant ops.",
-    "enable_dp_attention": "Enabling data parallelism for attention and tensor parallelism for FFN.",
-    "mamba_full_memory_ratio": "The ratio of mamba state memory to full kv cache memory.",
-}
+CLI_TABLES = Path(__file__).resolve().parents[1] / "_emulator" / "cli"
+_TYPES = {"int": int, "float": float, "str": str}
 
 
-def _argparse_kwargs(hint: typing.Any, default: typing.Any, name: str) -> dict[str, typing.Any]:
-    if hint is bool:
-        return {"action": "store_true"}
-    kwargs: dict[str, typing.Any] = {"default": None if default is dataclasses.MISSING else default}
-    if default is dataclasses.MISSING:
-        kwargs["required"] = True
-    if name in CLI_CHOICES:
-        kwargs["choices"] = CLI_CHOICES[name]
+@functools.lru_cache(maxsize=None)
+def _load_cli_table(version: str) -> dict:
+    path = CLI_TABLES / f"sglang-{version}.json"
+    if not path.exists():
+        known = ", ".join(sorted(p.stem.removeprefix("sglang-") for p in CLI_TABLES.glob("sglang-*.json")))
+        raise RuntimeError(f"the emulator has no CLI of SGLang {version} (profile sglang_version); it has: {known}")
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def cli_table() -> dict:
+    """The option table of the emulated release, taken from its real wheel (tests/conformance/release_cli.py
+    ``emulator_table``; tests/conformance/test_emulator_conformance.py keeps the copies equal)."""
+    return _load_cli_table(emulated_version())
+
+
+class _DeprecatedIgnored(argparse.Action):
+    """SGLang's ``DeprecatedAction``: a retired switch that only warns (0.5.10 - 0.5.17 server_args.py)."""
+
+    def __init__(self, option_strings, dest, nargs=0, **kwargs):
+        super().__init__(option_strings, dest, nargs=nargs, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        logger.warning(f"The command line argument '{option_string}' is deprecated and will be removed in future versions.")
+
+
+def _value_type(hint: typing.Any, option: dict) -> typing.Any:
+    """The emulator field's scalar type (list[int] -> int), else the release's own type name."""
     base = hint
     if typing.get_origin(hint) is types.UnionType:
         base = next(arg for arg in typing.get_args(hint) if arg is not type(None))
-    if base is bool:
-        return {"action": "store_true", "default": kwargs["default"]}
     if typing.get_origin(base) is list:
-        kwargs.update(nargs="+", type=typing.get_args(base)[0])
+        base = typing.get_args(base)[0]
+    if base in (int, float, str):
+        return base
+    return _TYPES.get(option.get("type") or "", None)
+
+
+def _option_kwargs(option: dict, hint: typing.Any, field: dataclasses.Field | None) -> dict[str, typing.Any]:
+    kwargs: dict[str, typing.Any] = {"help": argparse.SUPPRESS if option["hidden"] else option["help"]}
+    default = None if field is None or field.default is dataclasses.MISSING else field.default
+    action, nargs = option["action"], option["nargs"]
+    if nargs == 0:
+        if action == "BooleanOptionalAction":
+            return {**kwargs, "action": argparse.BooleanOptionalAction, "default": default}
+        if action == "DeprecatedAction":
+            return {**kwargs, "action": _DeprecatedIgnored}
+        if action in ("_StoreConstAction", "DeprecatedStoreConstAction"):
+            const = option["const_value"] if option["const_value"] is not None else option["const"]
+            return {**kwargs, "action": "store_const", "const": const, "default": default}
+        store = "store_false" if action == "_StoreFalseAction" else "store_true"
+        return {**kwargs, "action": store, "default": bool(default) if store == "store_true" else default}
+    if option["metavar"] is not None:
+        kwargs["metavar"] = tuple(option["metavar"]) if isinstance(option["metavar"], list) else option["metavar"]
+    elif option["choices"] is None:
+        kwargs["metavar"] = option["dest"].upper()  # argparse's default from the release's dest, not the field
+    if nargs is not None:
+        kwargs["nargs"] = nargs
+    if action == "_AppendAction":
+        kwargs["action"] = "append"
+    value_type = _value_type(hint, option)
+    if value_type is not None:
+        kwargs["type"] = value_type
+    if option["choices"] is not None:
+        kwargs["choices"] = option["choices"]
+    if option["required"]:
+        kwargs["required"] = True
     else:
-        kwargs["type"] = base
+        kwargs["default"] = default
     return kwargs
 
 
@@ -493,7 +457,7 @@ def _by_gpu_memory(gpu_memory_mib: int, values: tuple[int, int, int, int, int]) 
 
 def parse_cli_args(argv: list[str]) -> argparse.Namespace:
     """Parse the command line after merging an optional --config YAML (argparse exits 2 on bad flags)."""
-    parser = argparse.ArgumentParser(prog="python -m sglang.launch_server")
+    parser = argparse.ArgumentParser(prog=cli_table()["prog"])
     ServerArgs.add_cli_args(parser)
     return parser.parse_args(_merge_config_file(argv, parser))
 
