@@ -1,18 +1,20 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""docs/support-matrix.md is what the conformance checks say, release by release.
+"""The support matrix in README.md and docs/support-matrix.md is what the conformance checks say.
 
 The table is rendered from tests/conformance/release_checks.py (the same checks the conformance tests
-assert); this test fails when the file differs. ``UPDATE_SUPPORT_MATRIX=1`` rewrites it.
+assert); this test fails when either file differs. ``UPDATE_SUPPORT_MATRIX=1`` rewrites both.
 """
 from __future__ import annotations
 
 import os
 
+import pytest
+
 from tests.conformance.conftest import RELEASES
 from tests.conformance.release_checks import CHECKS, ROOT, run_check
 
-MATRIX = ROOT / "docs" / "support-matrix.md"
+MATRICES = (ROOT / "README.md", ROOT / "docs" / "support-matrix.md")
 BEGIN, END = "<!-- support-matrix:begin (tests/conformance/test_support_matrix.py) -->", "<!-- support-matrix:end -->"
 
 
@@ -28,12 +30,13 @@ def render() -> str:
     return "\n".join([BEGIN, *rows, END])
 
 
-def test_support_matrix_is_what_the_checks_say():
-    text = MATRIX.read_text(encoding="utf-8")
+@pytest.mark.parametrize("path", MATRICES, ids=lambda path: path.name)
+def test_support_matrix_is_what_the_checks_say(path):
+    text = path.read_text(encoding="utf-8")
     start, end = text.index(BEGIN), text.index(END) + len(END)
     table = render()
     if os.environ.get("UPDATE_SUPPORT_MATRIX") == "1":
-        MATRIX.write_text(text[:start] + table + text[end:], encoding="utf-8")
-        text = MATRIX.read_text(encoding="utf-8")
+        path.write_text(text[:start] + table + text[end:], encoding="utf-8")
+        text = path.read_text(encoding="utf-8")
         start, end = text.index(BEGIN), text.index(END) + len(END)
-    assert text[start:end] == table, "docs/support-matrix.md differs from the checks; rerun with UPDATE_SUPPORT_MATRIX=1"
+    assert text[start:end] == table, f"{path.name}: the support matrix differs from the checks; rerun with UPDATE_SUPPORT_MATRIX=1"
