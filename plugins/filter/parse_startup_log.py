@@ -47,7 +47,10 @@ _value:
   type: dict
   contains:
     server_args:
-      description: The C(server_args=ServerArgs(...)) line as a dict; non-literal values are kept as source text, API keys are redacted.
+      description:
+        - The server_args dump as a dict, in the release's own field names - C(server_args=ServerArgs(...)) up to
+          0.5.17, C(server_args={...}) from 0.5.20 - joined when it was split over several lines. Enum members
+          count as their value, other non-literal values are kept as source text, API keys are redacted.
       type: dict
     server_args_truncated:
       description: Present (true) when the server_args line was cut off; the field being written at the cut is left out.
@@ -59,16 +62,26 @@ _value:
       description: From the scheduler line.
       type: int
     kv_cache_tokens:
-      description: "The first C(#tokens:) value of a C(KV Cache is allocated.) line."
+      description: "The first C(#tokens:) value of a C(KV Cache is allocated.) line, or of the final
+        C(Post-capture KV sizing: KV cache allocated.) line (0.5.17+) when there is one."
       type: int
     disable_piecewise_cuda_graph:
-      description: From server_args; true when a C(Disable piecewise CUDA graph because ...) line appears.
+      description: Up to 0.5.11; from server_args, true when a C(Disable piecewise CUDA graph because ...) line appears.
       type: bool
+    cuda_graph_backend_prefill:
+      description: From 0.5.14 (the setting 0.5.11 called C(disable_piecewise_cuda_graph)); from server_args.
+      type: str
+    prefill_cuda_graph_disabled_reason:
+      description: From 0.5.14; the text after C(Disable prefill CUDA graph because).
+      type: str
     ready:
       description: Whether C(The server is fired up and ready to roll!) appears.
       type: bool
     moe_configs:
-      description: One entry per distinct (kernel, path) with C(kernel) up|down, C(status) used|fallback|missing, C(path), C(fallback_path).
+      description:
+        - One entry per distinct (kernel, path) with C(kernel) up|down (from the file name), C(status)
+          used|fallback|missing, C(path), C(fallback_path); C(reuses_up_config) true where 0.5.17+ reused the
+          tuned up config for a missing down file.
       type: list
       elements: dict
     missing_moe_configs:
@@ -85,15 +98,18 @@ _value:
       elements: str
     error:
       description:
-        - C(kind) (port_in_use, oom, cuda_error, warmup_failed, config_error, runtime_error, unknown_traceback),
-          C(message) (the key line), C(lines) (traceback tail, at most 30), C(suggestion) (SGLang's own fix text,
-          for port_in_use which address to free or change; null when there is none).
+        - C(kind), what the operator must fix, the first cause of a chain (port_in_use, oom, gpu_unavailable,
+          moe_config_error, model_error, install_error, nccl_error, cuda_error, warmup_failed, config_error,
+          runtime_error, unknown_traceback), C(message) (the key line), C(lines) (traceback tail, at most 30),
+          C(suggestion) (SGLang's own fix text, else ours for the kind; null when there is none).
         - Null when the log has no error.
       type: dict
     timings:
       description:
-        - Seconds for C(load_weights), C(kv_alloc), C(cuda_graph_capture), C(piecewise_cuda_graph_capture) and
-          C(total) (first log line to the ready line); only those the log allows to derive.
+        - Seconds for C(load_weights), C(kv_alloc), C(cuda_graph_capture) (decode/verify graphs),
+          C(piecewise_cuda_graph_capture) (up to 0.5.11), C(prefill_cuda_graph_capture) and
+          C(draft_cuda_graph_capture) (0.5.14+) and C(total) (first log line to the ready line); only those the
+          log allows to derive.
       type: dict
   sample:
     ready: true

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import re
 
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import BY_OLD, status, version_tuple
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import (
+    BY_OLD, status, translate_args, version_tuple)
 
 _VERSION_BOUND = re.compile(r"^\s*(>=|<=|==|>|<)\s*([0-9][0-9a-zA-Z.]*)\s*$")
 
@@ -46,21 +47,6 @@ def _condition_holds(name: str, expected, server_args: dict, context: dict) -> b
                      "topk_min, moe_dtype_not_in, without_arg)")
 
 
-def _in_release_names(server_args: dict, version: str | None) -> dict:
-    """Requested args with names the release renamed in its names (sglang_names), whatever the user wrote."""
-    translated = {}
-    for name, value in server_args.items():
-        rename = BY_OLD.get(name)
-        if rename is not None and status(rename, version=version) != "current":
-            if rename.const is None:
-                translated.setdefault(rename.new, value)
-            elif value:
-                translated.setdefault(rename.new, rename.const)
-            continue
-        translated[name] = value
-    return translated
-
-
 def _arg_set(server_args: dict, name: str, version: str | None) -> bool:
     """Whether ``name`` (a rule's flag, in any release's name) is requested in ``server_args`` (release names)."""
     rename = BY_OLD.get(name)
@@ -89,7 +75,7 @@ def evaluate_flag_rules(rules: list[dict], server_args: dict, context: dict) -> 
     """
     findings = []
     version = context.get("sglang_version") or "0"
-    server_args = _in_release_names(server_args, context.get("sglang_version"))
+    server_args = translate_args(server_args, version=context.get("sglang_version"))[0]
     for rule in rules:
         if not _arg_set(server_args, rule["flag"], context.get("sglang_version")) \
                 or not version_in_range(version, rule.get("sglang")):

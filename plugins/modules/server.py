@@ -223,7 +223,8 @@ ready_seconds:
 failure:
   description:
     - Classified cause of a failed start (from the startup log parser), C(kind) in the operator's terms
-      (port_in_use, oom, cuda_error, warmup_failed, config_error, runtime_error, unknown_traceback) with C(message),
+      (port_in_use, oom, gpu_unavailable, moe_config_error, model_error, install_error, nccl_error, cuda_error,
+      warmup_failed, config_error, runtime_error, unknown_traceback) with C(message),
       C(lines) and C(suggestion).
     - When the log names no error, how the wait ended (start_timeout, health_check_failed, exited).
   returned: on failure

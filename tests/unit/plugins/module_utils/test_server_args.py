@@ -133,3 +133,10 @@ def test_deprecated_alias_is_accepted_with_a_warning():
         "alias of --cuda-graph-backend-prefill=disabled (server_args `cuda_graph_backend_prefill: disabled`), read as that; "
         "it is removed in 0.5.20"]
     assert deprecated_alias_warnings({"disable_piecewise_cuda_graph": True}, parse_help_flags(HELP)) == []
+
+
+def test_a_setting_gone_in_both_names_is_refused_by_name():
+    """0.5.23 has neither --piecewise-cuda-graph-compiler nor --cuda-graph-tc-compiler (sglang_names)."""
+    errors = validate_server_args({"piecewise_cuda_graph_compiler": "eager"}, parse_help_flags(HELP_0514))
+    assert errors == ["server_args.piecewise_cuda_graph_compiler: the installed SGLang has neither "
+                      "--piecewise-cuda-graph-compiler nor --cuda-graph-tc-compiler (removed in 0.5.23); drop it"]
