@@ -7,7 +7,8 @@ Ray actor per GPU, one task per batch size, configs that raise OutOfResources or
 skipped, the best config per batch size is written into the current directory at the very end.
 Kernel times come from the synthetic model in `sglang._emulator.kernels`; no GPU work is done.
 Emulator extra: one `[worker node=... gpu=...] batch_size=...` line per batch size, telling which
-Ray node and GPU ran it.
+Ray node and GPU ran it (for the emulator's own tests; upstream prints nothing like it, so the collection takes
+placements from Ray's GCS instead: moe_tuning.ray_workers).
 """
 from __future__ import annotations
 
