@@ -80,3 +80,31 @@ def test_old_cuda_graph_names_per_release(version):
             "server_args.disable_piecewise_cuda_graph: the installed SGLang has no --disable-piecewise-cuda-graph "
             "(a deprecated alias from 0.5.14, removed in 0.5.20); use --cuda-graph-backend-prefill=disabled "
             "(server_args `cuda_graph_backend_prefill: disabled`)"]
+
+
+@pytest.mark.parametrize("version", RELEASES)
+def test_moe_lines_the_releases_lookup_code_logs(version, tmp_path):
+    """The release's own fused_moe_triton_config.py runs (tests/conformance/moe_checks.run_real) on a tree with an
+    up file and no down file for one shape and nothing for another; what it logs, parsed, says which kernel's
+    file was used or missing (item 5: 0.5.17+ reuse the up config for a missing down file and say so)."""
+    from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import config_file_name
+    from tests.conformance.moe_checks import DEVICE, run_real
+
+    exact = tmp_path / "configs" / "triton_3_6_0"
+    exact.mkdir(parents=True)
+    (exact / config_file_name(8, 1792, DEVICE)).write_text('{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, '
+                                                          '"BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, '
+                                                          '"num_stages": 3}}')
+    scenarios = [{"kind": "lookup", "triton": "3.6.0", "config_dir": str(tmp_path), "args": [e, n, None, 0, 0, False, down]}
+                 for e, n in ((8, 1792), (64, 128)) for down in (False, True)]
+    results = run_real(version, scenarios)
+    text = "".join(f"[2026-11-30 10:00:00 TP0] {message}\n" for result in results for message in result["log"])
+    entries = {(entry["kernel"], entry["path"].rsplit("/", 1)[-1]): entry for entry in parse_startup_log(text)["moe_configs"]}
+    up, down = config_file_name(8, 1792, DEVICE), config_file_name(8, 1792, DEVICE).replace(".json", "_down.json")
+    none_up = config_file_name(64, 128, DEVICE)
+    none_down = none_up.replace(".json", "_down.json")
+    assert {key: entry["status"] for key, entry in entries.items()} == {
+        ("up", up): "used", ("down", down): "missing", ("up", none_up): "missing", ("down", none_down): "missing"}
+    reuse = version_tuple(version) >= (0, 5, 17)
+    assert entries[("down", down)].get("reuses_up_config", False) is reuse
+    assert (results[1]["loaded"] is not None) is reuse  # the release really reused the up config
