@@ -586,6 +586,7 @@ class _StartupFacts:
         self.dump_form: str | None = None
         self.dump_parts: list[str] = []
         self.dump_records: set[int] = set()
+        self.wrapped: _Record | None = None  # a fact line that stops before its end (wrapped), held for one record
         # Values the server printed while running; they win over the configured server_args.
         self.runtime: dict[str, Any] = {}
         self.pcg_disabled_reason: str | None = None
@@ -602,7 +603,29 @@ class _StartupFacts:
         self.phase_elapsed: dict[str, dict[str, float]] = {}
 
     def feed(self, record: _Record) -> None:
+        if self.wrapped is not None:
+            wrapped, self.wrapped = self.wrapped, None
+            if not record.prefixed and _continues_wrapped(record.message):
+                # a terminal or viewer wrapped the line: the rest of it, cut at the width without a separator
+                self.records.append(record)
+                text = wrapped.message + record.message
+                if _maybe_wrapped(text) and not _maybe_wrapped(wrapped.message + " " + record.message):
+                    text = wrapped.message + " " + record.message  # the wrap fell on a space (stripped)
+                joined = wrapped._replace(message=text, complete=record.complete)
+                if _maybe_wrapped(joined.message):
+                    self.wrapped = joined  # wrapped more than once
+                else:
+                    self._feed_message(joined)
+                return
+            self._feed_message(wrapped)
+        if record.prefixed and _maybe_wrapped(record.message):
+            self.records.append(record)
+            self.wrapped = record  # read with the next line if that one is its continuation
+            return
         self.records.append(record)
+        self._feed_message(record)
+
+    def _feed_message(self, record: _Record) -> None:
         message = record.message
         if record.timestamp is not None and self.first_timestamp is None:
             self.first_timestamp = record.timestamp
@@ -757,6 +780,9 @@ class _StartupFacts:
         return facts
 
     def result(self) -> dict[str, Any]:
+        if self.wrapped is not None:
+            self._feed_message(self.wrapped)
+            self.wrapped = None
         self._finish_dump()
         facts: dict[str, Any] = {}
         if self.server_args is not None:
@@ -783,6 +809,25 @@ class _StartupFacts:
         if self.emulator:
             facts["emulator"] = True
         return facts
+
+
+def _maybe_wrapped(message: str) -> bool:
+    """A scheduler summary, KV cache, graph capture or MoE config line that stops before the part the parser
+    reads (a wrapped copy of the log)."""
+    if message.startswith("max_total_num_tokens="):
+        return "available_gpu_mem=" not in message and "context_len=" not in message
+    if message.startswith(("KV Cache is allocated.", _KV_CACHE_FINAL)):
+        return _KV_CACHE_RE.match(message) is None
+    if message.startswith("Capture ") and _CAPTURE_END_RE.match(message):
+        return _CAPTURE_ELAPSED_RE.search(message) is None
+    if "MoE" in message and "onfig" in message:
+        return not any(pattern.search(message) for pattern, _, _ in _MOE_PATTERNS)
+    return False
+
+
+def _continues_wrapped(message: str) -> bool:
+    """The rest of a wrapped line, not a line of its own (traceback, log line, progress bar)."""
+    return bool(message) and not message[0].isspace() and not message.startswith(("Traceback", "[", "File "))
 
 
 def _capture_phase(capture: re.Match[str]) -> str:

@@ -280,3 +280,15 @@ def test_error_kind_is_the_cause_to_fix(lines, kind):
     error = parse_startup_log(_traceback(*lines))["error"]
     assert error["kind"] == kind, error
     assert error["suggestion"] or kind in ("cuda_error", "config_error", "runtime_error")
+
+
+@pytest.mark.parametrize("width", [80, 100, 131])
+def test_lines_wrapped_at_a_terminal_width(width):
+    """A log copied from a terminal or a viewer that wraps at its width: the long MoE and scheduler lines go on
+    over unprefixed lines; the dump too. The facts are those of the unwrapped log."""
+    wrapped = "".join(
+        "".join(line[i:i + width] + "\n" for i in range(0, len(line), width)) for line in log_0523().splitlines())
+    expected, facts = parse_startup_log(log_0523()), parse_startup_log(wrapped)
+    for name in (*COMMON, "max_total_num_tokens", "kv_cache_tokens", "moe_configs", "missing_moe_configs", "ready"):
+        assert facts[name] == expected[name], name
+    assert "server_args_truncated" not in facts and facts["error"] is None
