@@ -13,7 +13,7 @@ import shlex
 from collections.abc import Mapping
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import (
-    BY_OLD, gone_error, removed_error, status, translate_args)
+    BY_OLD, RENAMES, gone_error, old_name_error, removed_error, status, translate_args)
 
 # argparse --help: an option's invocation line (`  --flag METAVAR, --alias METAVAR   help`, indented less than
 # the help column) and the usage block (`[--flag [X]]`); a part is one option string with its value shape.
@@ -172,10 +172,14 @@ def validate_server_args(server_args: Mapping[str, object], known_flags: Mapping
         if spec is None:
             rename = BY_OLD.get(name)
             state = status(rename, known_flags) if rename is not None else None
+            older = next((r for r in RENAMES if r.new == name and r.old in known_flags
+                          and (r.const is None or r.const == value)), None)
             if state == "removed":
                 errors.append(removed_error(rename, value))
             elif state == "gone":
                 errors.append(gone_error(rename))
+            elif older is not None:  # a newer release's name on an older release
+                errors.append(old_name_error(older))
             else:
                 errors.append(_unknown_flag_error(name, known_flags))
         elif value is not None:

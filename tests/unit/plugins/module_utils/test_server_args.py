@@ -140,3 +140,10 @@ def test_a_setting_gone_in_both_names_is_refused_by_name():
     errors = validate_server_args({"piecewise_cuda_graph_compiler": "eager"}, parse_help_flags(HELP_0514))
     assert errors == ["server_args.piecewise_cuda_graph_compiler: the installed SGLang has neither "
                       "--piecewise-cuda-graph-compiler nor --cuda-graph-tc-compiler (removed in 0.5.23); drop it"]
+
+
+def test_a_newer_releases_name_on_an_older_release_names_the_old_one():
+    """0.5.11 (HELP has --cuda-graph-bs) has no --cuda-graph-bs-decode (0.5.14+)."""
+    errors = validate_server_args({"cuda_graph_bs_decode": [1, 2]}, parse_help_flags(HELP))
+    assert errors == ["server_args.cuda_graph_bs_decode: the installed SGLang has no --cuda-graph-bs-decode "
+                      "(it arrived in 0.5.14); use cuda_graph_bs"]
