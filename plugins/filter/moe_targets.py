@@ -52,7 +52,7 @@ options:
     description: Whether the server's quantisation is per-channel (adds C(per_channel_quant=True) to the names).
     type: bool
     default: false
-  sglang_version:
+  installed_sglang:
     description:
       - Installed SGLang version (C(sglang_env_facts) C(versions.sglang)); adds RV(_value.moe_rules), how that release
         looks the files up (fallback directories, BLOCK_SIZE_M pairing, a missing C(_down) file).
@@ -110,7 +110,7 @@ _value:
       description: File name the main tuner writes with RV(_value.tuner_args); equals the up target's name.
       type: str
     moe_rules:
-      description: The lookup rules of O(sglang_version) (module_utils/moe_rules); absent without it.
+      description: The lookup rules of O(installed_sglang) (module_utils/moe_rules); absent without it.
       type: dict
   sample:
     agree: true
@@ -131,7 +131,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import mo
 def moe_targets(model_config: Any, tp_size: int, ep_size: int = 1, device_name: str | None = None,
                 triton_version: str | None = None, missing: list | None = None, dtype: str | None = None,
                 disable_shared_experts_fusion: bool = False, per_channel_quant: bool = False,
-                sglang_version: str | None = None) -> dict[str, Any]:
+                installed_sglang: str | None = None) -> dict[str, Any]:
     if not isinstance(model_config, dict):
         raise AnsibleFilterError(
             f"moe_targets: the input must be the model's parsed config.json, got {type(model_config).__name__}")
@@ -141,7 +141,7 @@ def moe_targets(model_config: Any, tp_size: int, ep_size: int = 1, device_name: 
     try:
         result = _moe_targets(model_config, int(tp_size), int(ep_size), device_name, triton_version,
                               list(missing or []), dtype, bool(disable_shared_experts_fusion), bool(per_channel_quant))
-        return {**result, "moe_rules": moe_rules(sglang_version)} if sglang_version else result
+        return {**result, "moe_rules": moe_rules(installed_sglang)} if installed_sglang else result
     except ValueError as exc:
         raise AnsibleFilterError(f"moe_targets: {exc}") from exc
 

@@ -59,7 +59,7 @@ def test_filter_docs_match_the_signature():
     doc = yaml.safe_load(plugin.DOCUMENTATION)
     assert doc["name"] == "moe_targets"
     assert list(doc["options"]) == ["_input", "tp_size", "ep_size", "device_name", "triton_version", "missing", "dtype",
-                                    "disable_shared_experts_fusion", "per_channel_quant", "sglang_version"]
+                                    "disable_shared_experts_fusion", "per_channel_quant", "installed_sglang"]
     assert list(yaml.safe_load(plugin.RETURN)["_value"]["contains"]) == [
         "agree", "targets", "derived", "only_in_log", "only_derived", "message", "tuner_args", "expected_tuner_output",
         "moe_rules"]
@@ -67,12 +67,12 @@ def test_filter_docs_match_the_signature():
 
 def test_the_filter_reports_the_lookup_rules_of_the_installed_release():
     config = json.loads((FIXTURES / "hf_configs" / "qwen3_30b_a3b.json").read_text())
-    old = plugin.moe_targets(config, 1, device_name="NVIDIA H200", triton_version="3.6.0", sglang_version="0.5.11")
+    old = plugin.moe_targets(config, 1, device_name="NVIDIA H200", triton_version="3.6.0", installed_sglang="0.5.11")
     assert old["moe_rules"]["fallback"] == "fixed" and old["moe_rules"]["block_m_mismatch"] == "assert"
     assert plugin.moe_targets(config, 1, device_name="NVIDIA H200", triton_version="3.6.0",
-                              sglang_version="0.5.23")["moe_rules"]["fallback"] == "all_dirs"
+                              installed_sglang="0.5.23")["moe_rules"]["fallback"] == "all_dirs"
     with pytest.raises(AnsibleFilterError, match="sglang 0.4.9 is older than 0.5.10"):
-        plugin.moe_targets(config, 1, device_name="NVIDIA H200", triton_version="3.6.0", sglang_version="0.4.9")
+        plugin.moe_targets(config, 1, device_name="NVIDIA H200", triton_version="3.6.0", installed_sglang="0.4.9")
 
 
 @pytest.mark.parametrize(("kind", "name"), [("filter", "moe_targets"), ("module", "moe_tune"), ("module", "moe_configs")])

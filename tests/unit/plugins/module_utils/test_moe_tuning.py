@@ -419,3 +419,16 @@ def test_the_servers_missing_names_settle_shared_expert_fusion():
     fused = moe_targets(config, 8, 1, "NVIDIA H200", "3.6.0", [f"{root}/{name.replace('E=256', 'E=257')}" for name in names],
                         dtype="fp8_w8a8")
     assert "--disable-shared-experts-fusion" not in fused["tuner_args"]
+
+
+def test_the_fixture_script_reads_a_tuners_options_as_its_argparse_has_them():
+    """scripts/tuner_cli_fixtures.py reads add_argument calls statically; on the emulator's tuner (our code, the
+    same argparse layout as upstream's) that gives the option set its own --help lists."""
+    source = (Path(__file__).resolve().parents[4] / "tests" / "emulator" / "sglang_src" / "benchmark" / "kernels"
+              / "fused_moe_triton" / "tune_down_moe.py").read_text()
+    options = fixtures_script.options_from_source(source)
+    assert [option["option_strings"] for option in options] == [
+        ["--model"], ["--tp-size"], ["--ep-size"], ["--dtype"], ["--gate-up-config"], ["--batch-sizes"], ["--out-dir"],
+        ["--disable-shared-experts-fusion"]]
+    cli = tuner_cli("tune_down_moe.py", fixtures_script.parser_from_options("tune_down_moe.py", options).format_help())
+    assert cli["batch_sizes_per_run"] == "many" and "gate_up_config" in cli["options"]

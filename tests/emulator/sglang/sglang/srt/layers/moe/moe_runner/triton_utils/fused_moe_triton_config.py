@@ -8,7 +8,7 @@ version), as the real wheels have them (tests/conformance/test_moe_lookup_confor
 up to 0.5.11 the fallback tries only `supported_triton_versions = ["3.4.0", "3.3.1", "3.2.0", "3.1.0"]`,
 from 0.5.12 every other `triton_*` dir newest first (the int sort raising on a dir like `triton_3_6_0_post1`,
 `os.listdir` on a missing `configs/`); up to 0.5.12 `try_get_optimal_moe_config` asserts an up/down pair's
-BLOCK_SIZE_M are equal. The server and the emulated tuner both use this module, so they always agree on
+BLOCK_SIZE_M are equal; from 0.5.16 a missing `_down` file reuses the tuned up file. The server and the emulated tuner both use this module, so they always agree on
 where configs live.
 """
 from __future__ import annotations
@@ -21,10 +21,9 @@ from dataclasses import dataclass
 
 import triton
 
-from sglang._emulator.profile import ProfileError, load_profile
+from sglang._emulator.profile import emulated_version
 from sglang.srt.server_args import get_global_server_args_or_none
 from sglang.srt.utils import get_device_name
-from sglang.version import __version__
 
 logger = logging.getLogger(__name__)
 
@@ -34,14 +33,8 @@ FIXED_FALLBACK = ("3.4.0", "3.3.1", "3.2.0", "3.1.0")  # <= 0.5.11: supported_tr
 
 
 def emulated_release() -> tuple[int, ...]:
-    """The release whose rules apply: the profile's `sglang_version` when it names one, else this package's."""
-    try:
-        profile = load_profile()
-    except ProfileError:
-        profile = None
-    version = (getattr(profile, "sglang_version", None) or (profile.raw.get("sglang_version") if profile else None)
-               or __version__)
-    return tuple(int(part) for part in str(version).split(".")[:3])
+    """The release whose lookup rules apply (the profile's `sglang_version`, else this package's version)."""
+    return tuple(int(part) for part in emulated_version().split(".")[:3])
 
 
 @dataclass(frozen=True)
@@ -160,6 +153,22 @@ def get_moe_configs(
             f"{location.found_triton_version} and use MoE kernel config from {location.found_path}. "
             "Performance might be sub-optimal!"
         )
+    elif down_moe and emulated_release() >= (0, 5, 16):
+        # 0.5.16+: a missing _down file reuses the tuned up file (its own lookup, lru-cached, logs as usual).
+        up = get_moe_configs(E, N, dtype, block_n, block_k, per_channel_quant, down_moe=False)
+        if up is not None:
+            logger.warning(
+                "Down MoE config file not found at %s; reusing the tuned up-projection config without TMA. "
+                "Performance might be sub-optimal.",
+                location.exact_path,
+            )
+            return up
+        logger.warning(
+            "Using default MoE kernel config. Performance might be sub-optimal! "
+            "Config file not found at %s, you can create them with " + TUNER_URL,
+            location.exact_path,
+        )
+        return None
     elif down_moe:
         logger.warning(
             "Using MoE kernel config with down_moe=False. Performance might be sub-optimal! "
