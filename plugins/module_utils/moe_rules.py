@@ -44,8 +44,7 @@ RULE_CHANGES: tuple[tuple[tuple[int, int, int], dict[str, Any]], ...] = (
     ((0, 5, 16), {"down_missing": "reuse_up"}),
 )
 # Releases whose wheels were read for the table (and are checked by the conformance tests).
-CHECKED_RELEASES = ("0.5.10", "0.5.11", "0.5.12", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.20",
-                    "0.5.23")
+CHECKED_RELEASES = tuple(f"0.5.{patch}" for patch in range(10, 24))  # every release 0.5.10 .. 0.5.23
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
