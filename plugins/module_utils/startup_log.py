@@ -821,7 +821,7 @@ def _maybe_wrapped(message: str) -> bool:
     if message.startswith("Capture ") and _CAPTURE_END_RE.match(message):
         return _CAPTURE_ELAPSED_RE.search(message) is None
     if "MoE" in message and "onfig" in message:
-        return not any(pattern.search(message) for pattern, _, _ in _MOE_PATTERNS)
+        return not any(entry[0].search(message) for entry in _MOE_PATTERNS)
     return False
 
 
