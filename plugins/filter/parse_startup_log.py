@@ -80,7 +80,7 @@ _value:
     moe_configs:
       description:
         - One entry per distinct (kernel, path) with C(kernel) up|down (from the file name), C(status)
-          used|fallback|missing, C(path), C(fallback_path); C(reuses_up_config) true where 0.5.17+ reused the
+          used|fallback|missing, C(path), C(fallback_path); C(reuses_up_config) true where 0.5.16+ reused the
           tuned up config for a missing down file.
       type: list
       elements: dict

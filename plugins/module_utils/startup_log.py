@@ -313,12 +313,12 @@ _MOE_PATTERNS = (
         r"Config file not found at (?P<path>.+?\.json)\. Fallback to triton version \S+ "
         r"and use MoE kernel config from (?P<fallback>.+?\.json)(?:\.|$)"
     ), None, "fallback"),
-    # The kernel is the file's: 0.5.17+ print this for the down kernel too (`..._down.json`).
+    # The kernel is the file's: 0.5.16+ print this for the down kernel too (`..._down.json`).
     (re.compile(
         r"Using default MoE kernel config\. Performance might be sub-optimal! "
         r"Config file not found at (?P<path>.+?\.json)(?:,|$)"
     ), None, "missing"),
-    # 0.5.17+ fused_moe_triton_config.py: no down file, the tuned up config is reused (without TMA).
+    # 0.5.16+ fused_moe_triton_config.py (first seen in the 0.5.16 wheel; not in 0.5.15): no down file, the tuned up config is reused (without TMA).
     (re.compile(
         r"Down MoE config file not found at (?P<path>.+?\.json); reusing the tuned up-projection config"
     ), "down", "missing"),

@@ -46,13 +46,13 @@ def test_piecewise_lines_exist_only_before_0_5_14(version):
 
 @pytest.mark.parametrize("version", RELEASES)
 def test_down_kernel_message(version):
-    """0.5.17+ reuse the up config for a missing down file and say so; the parser records kernel down."""
+    """0.5.16+ reuse the up config for a missing down file and say so; the parser records kernel down."""
     reuse = templates(extracted(version), "Down MoE config file not found at")
-    assert bool(reuse) == (version_tuple(version) >= (0, 5, 17))
+    assert bool(reuse) == (version_tuple(version) >= (0, 5, 16))
     facts = parse_startup_log(real_log(version))
     down = [entry for entry in facts["moe_configs"] if entry["kernel"] == "down"]
     assert [(entry["path"], entry["status"]) for entry in down] == [(DOWN, "missing")]
-    assert down[0].get("reuses_up_config", False) == (version_tuple(version) >= (0, 5, 17))
+    assert down[0].get("reuses_up_config", False) == (version_tuple(version) >= (0, 5, 16))
 
 
 @pytest.mark.parametrize("version", RELEASES)
@@ -86,7 +86,7 @@ def test_old_cuda_graph_names_per_release(version):
 def test_moe_lines_the_releases_lookup_code_logs(version, tmp_path):
     """The release's own fused_moe_triton_config.py runs (tests/conformance/moe_checks.run_real) on a tree with an
     up file and no down file for one shape and nothing for another; what it logs, parsed, says which kernel's
-    file was used or missing (item 5: 0.5.17+ reuse the up config for a missing down file and say so)."""
+    file was used or missing (item 5: 0.5.16+ reuse the up config for a missing down file and say so)."""
     from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import config_file_name
     from tests.conformance.moe_checks import DEVICE, run_real
 
@@ -105,6 +105,6 @@ def test_moe_lines_the_releases_lookup_code_logs(version, tmp_path):
     none_down = none_up.replace(".json", "_down.json")
     assert {key: entry["status"] for key, entry in entries.items()} == {
         ("up", up): "used", ("down", down): "missing", ("up", none_up): "missing", ("down", none_down): "missing"}
-    reuse = version_tuple(version) >= (0, 5, 17)
+    reuse = version_tuple(version) >= (0, 5, 16)
     assert entries[("down", down)].get("reuses_up_config", False) is reuse
     assert (results[1]["loaded"] is not None) is reuse  # the release really reused the up config

@@ -41,7 +41,7 @@ COMMON = {"model_path": MODEL, "tp_size": 4, "mem_fraction_static": 0.81, "max_r
 
 def log_0523(args_line: str = DICT_ARGS) -> str:
     """A 0.5.23 start: the dict dump, per-rank capture lines of cuda_graph_setup.py, the post-capture KV
-    line of kv_pool_runtime.py, the 0.5.17+ down-kernel reuse message of fused_moe_triton_config.py."""
+    line of kv_pool_runtime.py, the 0.5.16+ down-kernel reuse message of fused_moe_triton_config.py."""
     lines = [f"[2026-11-30 10:00:01] {args_line}"]
     for rank in range(4):
         lines += [
@@ -107,7 +107,7 @@ def test_down_kernel_reuse_message_of_0_5_17_is_the_down_kernel():
 
 
 def test_default_config_message_naming_a_down_file_is_the_down_kernel():
-    # 0.5.17+ fused_moe_triton_config.py logs the default-config text for down_moe=True too
+    # 0.5.16+ fused_moe_triton_config.py logs the default-config text for down_moe=True too
     text = ("Using default MoE kernel config. Performance might be sub-optimal! Config file not found at {}, you can "
             "create them with https://github.com/sgl-project/sglang/tree/main/benchmark/kernels/fused_moe_triton")
     facts = parse_startup_log(f"[2026-11-30 10:01:23 TP0] {text.format(UP)}\n[2026-11-30 10:01:23 TP0] {text.format(DOWN)}\n")
