@@ -71,8 +71,8 @@ class ActionModule(ActionBase):
         return {"changed": bool(plan["chunks"]) or finished["changed"], "output_file": finished["output_file"],
                 "progress": progress, "tuner_seconds": round(sum(tuner_seconds), 2) if tuner_seconds else None,
                 "placements": placements,
-                "gpus_used": max((p["gpus_used"] for p in placements), default=None),
-                "hosts_used": sorted({host for p in placements for host in p["hosts_used"]}),
+                "gpus_used": max((p["gpus_used"] for p in placements if "gpus_used" in p), default=None),
+                "hosts_used": sorted({host for p in placements for host in p.get("hosts_used", [])}),
                 "duration_s": round(time.monotonic() - started, 1)}
 
     def _step(self, args: dict, task_vars: dict, step: str, **internal) -> dict:

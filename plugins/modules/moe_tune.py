@@ -269,7 +269,8 @@ placements:
     - Where each tuner run of the up kernel worked, as Ray saw it when O(environment) sets C(RAY_ADDRESS) (a cluster;
       Ray's GCS keeps the run's job and workers), one entry per run with C(batch_sizes), C(cluster_gpus),
       C(cluster_hosts), C(gpus_used) (the run's GPU workers), C(workers_per_host), C(hosts_used) (hosts whose
-      workers all had work) and C(workers) (C(ip), C(host), C(node_id), C(actor_id), C(pid)).
+      workers all had work) and C(workers) (C(ip), C(host), C(node_id), C(actor_id), C(pid)); or C(batch_sizes)
+      and C(error) when Ray could not be asked (the run's tuning is kept).
     - Empty for a local run (its Ray instance ends with the tuner; all of it ran on this host).
   returned: mode=tune
   type: list
@@ -513,8 +514,12 @@ def chunk_step(module: AnsibleModule, work: Work) -> dict:
     shutil.rmtree(run_dir)
     # The main tuner runs on Ray; on a cluster (RAY_ADDRESS) Ray keeps the run's job and workers after it ended.
     # A local ray.init() ends with the tuner, so there is nothing to ask then (and everything ran on this host).
-    placement = (ray_workers(params["python"], env, drivers[0], chunk)
-                 if plan["kernel"] == "up" and env.get("RAY_ADDRESS") else None)
+    placement = None
+    if plan["kernel"] == "up" and env.get("RAY_ADDRESS"):
+        try:
+            placement = ray_workers(params["python"], env, drivers[0], chunk)
+        except ValueError as exc:  # the tuning is done and checkpointed; only the evidence of where is missing
+            placement = {"batch_sizes": chunk, "error": str(exc)}
     return {"changed": True, "done": len([size for size in plan["batch_sizes"] if str(size) in configs]),
             "tuner_seconds": parse_tuner_tune_output(run.stdout)["seconds"] if plan["kernel"] == "up" else None,
             "seconds": round(run.seconds, 1), "placement": placement}
