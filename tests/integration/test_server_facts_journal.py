@@ -33,9 +33,12 @@ for attempt in $(seq 300); do
 done
 exit 1
 """
-# journald's per-unit rate limit would drop most of the flood.
+# journald's per-unit rate limit would drop most of the flood. The flood reads the journal to know when journald
+# has stored it, which the server's own unprivileged user may not: it runs as root.
 FLOOD_DROP_IN = f"""[Service]
 Type=oneshot
+User=root
+Group=root
 LogRateLimitIntervalSec=0
 ExecStart=
 ExecStart=/bin/sh {DROP_IN_DIR}/flood.sh
