@@ -81,7 +81,7 @@ def main() -> None:
                            topology=dict(type="bool", default=True)),
         supports_check_mode=True,
     )
-    renew_leases()  # the controller is alive: the host's guards of this stage wait on
+    renew_leases()  # a sign of the controller, which the host's guards of a running stage wait for
     nvidia_smi = module.get_bin_path(module.params["nvidia_smi"])
     if nvidia_smi is None:
         module.fail_json(msg=f"nvidia_smi: `{module.params['nvidia_smi']}` was not found on the host; "

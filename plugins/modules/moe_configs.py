@@ -278,7 +278,7 @@ def main() -> None:
         required_if=[("state", "restored", ("backup_dir",))],
         supports_check_mode=True,
     )
-    renew_leases()  # the controller is alive: the host's guards of this stage wait on
+    renew_leases()  # a sign of the controller, which the host's guards of a running stage wait for
     try:
         result = STATES[module.params["state"]](module)
     except (ValueError, OSError) as exc:

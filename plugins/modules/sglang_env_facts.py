@@ -97,7 +97,7 @@ def main() -> None:
                            moe_config_dir=dict(type="path")),
         supports_check_mode=True,
     )
-    renew_leases()  # the controller is alive: the host's guards of this stage wait on
+    renew_leases()  # a sign of the controller, which the host's guards of a running stage wait for
     params = module.params
     try:
         probe = probe_sglang(module.run_command, params["python"])
