@@ -34,10 +34,15 @@ def conformance_deps() -> Path:
     return DEPS
 
 
+# Some choices are built from sets (0.5.11's --sampling-backend): their order, and so the --help text, follows
+# the string hash seed. One seed makes the release's --help the same on every machine and in every run.
+HASH_SEED = "0"
+
+
 @lru_cache(maxsize=None)
 def real_cli(version: str) -> dict:
     """``{"prog", "help", "options": [...], "fields": [[name, default repr], ...]}`` of ``sglang==version``."""
-    stamp = f"{release_wheel(version).name} {hashlib.sha256(PROBE.read_bytes()).hexdigest()[:16]}"
+    stamp = f"{release_wheel(version).name} {hashlib.sha256(PROBE.read_bytes()).hexdigest()[:16]} hashseed={HASH_SEED}"
     cache = EXTRACTED / f"cli-{version}.json"
     if cache.exists():
         cached = json.loads(cache.read_text(encoding="utf-8"))
@@ -45,7 +50,7 @@ def real_cli(version: str) -> dict:
             return cached
     probe = subprocess.run([sys.executable, str(PROBE), str(extracted(version)), str(conformance_deps())],
                            capture_output=True, text=True, timeout=300, check=False,
-                           env={"PATH": "/usr/bin:/bin", "COLUMNS": "100"})
+                           env={"PATH": "/usr/bin:/bin", "COLUMNS": "100", "PYTHONHASHSEED": HASH_SEED})
     if probe.returncode != 0:
         raise RuntimeError(f"the --help of sglang {version} could not be built: {probe.stderr[-3000:]}")
     result = {**json.loads(probe.stdout), "stamp": stamp}
