@@ -6,6 +6,7 @@ import os
 import pytest
 
 from tests.integration.ansible import PlaybookRunner
+from tests.integration.sglang_server import disarm_guards
 from tests.sandbox.emulator_payload import build_emulator
 from tests.sandbox.fleet import Fleet, FleetConfig, SandboxHost, machine_snapshot, unsupported_reason
 
@@ -43,3 +44,13 @@ def runner(fleet: Fleet) -> PlaybookRunner:
 def gpu1(fleet: Fleet) -> SandboxHost:
     """The host the single-host tests deploy to."""
     return next(h for h in fleet.hosts() if h.name == "gpu1")
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def no_guard_outlives_its_test_module(fleet: Fleet):
+    """A test that interrupts or fails a stage leaves its host's guard armed, as it must in production; here it
+    would fire minutes later in another module's measurement (a restart that costs CPU on the shared cores)."""
+    yield
+    for host in fleet.hosts():
+        disarm_guards(fleet, host)

@@ -61,3 +61,18 @@ def remove_dirs_when_empty(fleet: Fleet, host: SandboxHost, *directories: str) -
     """Remove each directory that exists and is empty; missing or non-empty ones are left as they are."""
     fleet.run(host, "sh", "-c", 'for d; do [ ! -d "$d" ] || rmdir --ignore-fail-on-non-empty "$d"; done',
               "sh", *directories)
+
+
+# Disarms every guard of a service on a host and forgets what it restored (llmops.sglang.server_guard's files).
+_DISARM_GUARDS = """
+for unit in $(systemctl list-unit-files --no-legend 'llmops-guard-*.service' | cut -d' ' -f1); do
+    systemctl disable --now "$unit"
+    rm -f "/etc/systemd/system/$unit"
+done
+rm -rf /var/lib/llmops-sglang/guard
+systemctl daemon-reload
+"""
+
+
+def disarm_guards(fleet: Fleet, host: SandboxHost) -> None:
+    fleet.run(host, "sh", "-c", _DISARM_GUARDS, check=False)

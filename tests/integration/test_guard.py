@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.sglang_server import BASELINE, deploy, host_state, http_status
+from tests.integration.sglang_server import BASELINE, deploy, disarm_guards, host_state, http_status
 
 pytestmark = pytest.mark.sandbox
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -52,9 +52,7 @@ def adopted_baseline(runner, gpu1, fleet):
     result, _ = deploy(runner, BASELINE)
     assert result.status == "successful", result.stdout
     yield host_state(fleet, gpu1)[0]
-    fleet.run(gpu1, "sh", "-c", "systemctl disable --now llmops-guard-sglang.service; "
-              "rm -rf /etc/systemd/system/llmops-guard-sglang.service /var/lib/llmops-sglang/guard; "
-              "systemctl daemon-reload", check=False)
+    disarm_guards(fleet, gpu1)
 
 
 def test_ctrl_c_during_a_candidates_sweep_puts_the_adopted_unit_back(fleet, gpu1, adopted_baseline):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.ansible import REPO_ROOT, write_demo_inventory
-from tests.integration.sglang_server import host_state, http_status, remove_tuned_configs
+from tests.integration.sglang_server import disarm_guards, host_state, http_status, remove_tuned_configs
 
 pytestmark = pytest.mark.sandbox
 HOST = "gpu2"
@@ -44,9 +44,7 @@ def run(tmp_path_factory, fleet, host):
     yield {"inventory": directory / "inventory", "run_dir": directory / "runs" / RUN_ID,
            "extravars": {**SETTINGS, "tuning_run_root": str(directory / "runs"), "run_id": RUN_ID}}
     remove_tuned_configs(fleet, host, directory / "runs" / RUN_ID, SETTINGS["tuning_run_moe"]["work_dir"])
-    fleet.run(host, "sh", "-c", "systemctl disable --now llmops-guard-sglang.service; "
-              "rm -rf /etc/systemd/system/llmops-guard-sglang.service /var/lib/llmops-sglang/guard; "
-              "systemctl daemon-reload", check=False)
+    disarm_guards(fleet, host)
 
 
 def _start(run: dict, stages: str) -> subprocess.Popen:
