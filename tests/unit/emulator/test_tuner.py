@@ -20,6 +20,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -486,15 +487,27 @@ cluster.shutdown()
 """
 
 
-def test_attached_multi_node_cluster_runs_batch_sizes_on_every_node(tmp_path: Path, ray_tmp: Path) -> None:
-    profile = write_profile(tmp_path / "p.yaml", {})
-    env = script_env(profile, ray_tmp)
-    # Two Ray nodes with 2 GPUs each on this host stand in for two GPU hosts.
+@contextmanager
+def two_node_cluster(env: dict[str, str]) -> Iterator[str]:
+    """Two Ray nodes with 2 GPUs each on this host, standing in for two GPU hosts; yields the cluster's address
+    and shuts it down cleanly after the body."""
     helper = subprocess.Popen([sys.executable, "-c", CLUSTER_HELPER], env=env, stdin=subprocess.PIPE,
                               stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         assert helper.stdout is not None and helper.stdin is not None
-        address = helper.stdout.readline().strip()
+        yield helper.stdout.readline().strip()
+        helper.stdin.close()
+        assert helper.wait(timeout=60) == 0
+    finally:
+        if helper.poll() is None:
+            helper.kill()
+            helper.wait()
+
+
+def test_attached_multi_node_cluster_runs_batch_sizes_on_every_node(tmp_path: Path, ray_tmp: Path) -> None:
+    profile = write_profile(tmp_path / "p.yaml", {})
+    env = script_env(profile, ray_tmp)
+    with two_node_cluster(env) as address:
         assert re.fullmatch(r"127\.0\.0\.1:\d+", address)
         result = run_tuner(checkout(tmp_path), ["--model", QWEN, "--tp", "4", "--batch-sizes", "1", "2", "4", "8"],
                            {**env, "RAY_ADDRESS": address})
@@ -504,12 +517,6 @@ def test_attached_multi_node_cluster_runs_batch_sizes_on_every_node(tmp_path: Pa
         assert len({w[2] for w in workers}) == 2
         assert len({(w[2], w[3]) for w in workers}) == 4
         assert len(parse_benchmark(result.stdout)) == 4
-        helper.stdin.close()
-        assert helper.wait(timeout=60) == 0
-    finally:
-        if helper.poll() is None:
-            helper.kill()
-            helper.wait()
     assert_ray_gone(ray_tmp)
 
 
@@ -518,11 +525,7 @@ def test_ray_itself_tells_where_a_tuner_run_worked(tmp_path: Path, ray_tmp: Path
     of the tuner's driver pid, its BenchmarkWorker actors (one GPU each) and their nodes, as for the real tuner."""
     profile = write_profile(tmp_path / "p.yaml", {})
     env = script_env(profile, ray_tmp)
-    helper = subprocess.Popen([sys.executable, "-c", CLUSTER_HELPER], env=env, stdin=subprocess.PIPE,
-                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    try:
-        assert helper.stdout is not None and helper.stdin is not None
-        address = helper.stdout.readline().strip()
+    with two_node_cluster(env) as address:
         cluster_env = {**env, "RAY_ADDRESS": address}
         tuner = subprocess.Popen([sys.executable, "tuning_fused_moe_triton.py", "--model", QWEN, "--tp", "4",
                                   "--batch-sizes", "1", "2", "4", "8", "16"], cwd=checkout(tmp_path), env=cluster_env,
@@ -537,12 +540,6 @@ def test_ray_itself_tells_where_a_tuner_run_worked(tmp_path: Path, ray_tmp: Path
         assert ray_workers(sys.executable, cluster_env, tuner.pid, [1])["hosts_used"] == []
         with pytest.raises(ValueError, match="has no job of the tuner's driver"):
             ray_workers(sys.executable, cluster_env, 1, [1])
-        helper.stdin.close()
-        assert helper.wait(timeout=60) == 0
-    finally:
-        if helper.poll() is None:
-            helper.kill()
-            helper.wait()
     assert_ray_gone(ray_tmp)
 
 
