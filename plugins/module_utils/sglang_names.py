@@ -92,26 +92,30 @@ def status(rename: Rename, known_flags: Mapping[str, Any] | None = None, version
     return "alias" if actual < version_tuple(rename.removed) else "removed"
 
 
+def _release(version: str | None) -> str:
+    return f"SGLang {version}" if version else "the installed SGLang"
+
+
 def removed_error(rename: Rename, value: Any, version: str | None = None) -> str:
-    release = f"SGLang {version}" if version else "the installed SGLang"
+    release = _release(version)
     return (f"server_args.{rename.old}: {release} has no {_flag(rename.old)} (a deprecated alias from {rename.since}, "
             f"removed in {rename.removed}); use {new_spelling(rename, value)}")
 
 
 def gone_error(rename: Rename, version: str | None = None) -> str:
-    release = f"SGLang {version}" if version else "the installed SGLang"
+    release = _release(version)
     return (f"server_args.{rename.old}: {release} has neither {_flag(rename.old)} nor {_flag(rename.new)} "
             f"(removed in {rename.gone}); drop it")
 
 
 def alias_warning(rename: Rename, value: Any, version: str | None = None) -> str:
-    release = f"SGLang {version}" if version else "the installed SGLang"
+    release = _release(version)
     return (f"server_args.{rename.old}: in {release} {_flag(rename.old)} is a deprecated alias of "
             f"{new_spelling(rename, value)}, read as that; it is removed in {rename.removed}")
 
 
 def old_name_error(rename: Rename, version: str | None = None) -> str:
-    release = f"SGLang {version}" if version else "the installed SGLang"
+    release = _release(version)
     use = f"{rename.old}: true" if rename.const is not None else rename.old
     return (f"server_args.{rename.new}: {release} has no {_flag(rename.new)} (it arrived in {rename.since}); "
             f"use {use}")
