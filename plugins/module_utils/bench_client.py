@@ -72,6 +72,9 @@ PROMPT_WORDS = (
 # ``client`` (the benchmark client itself could not run, e.g. bench_serving exited non-zero).
 ERROR_KINDS = ("auth", "unreachable", "requests_failed", "time_limit", "server", "client")
 DEFAULT_MAX_FAILED_SHARE = 0.01
+# A stopping rule: after each timed run of a level, None to measure another (up to ``repeats``), or a record of why
+# the level is done; ``ends_sweep`` in it leaves the remaining levels unmeasured (sweep_stats.sequential_stop_rule).
+StopRule = t.Callable[[int, t.List[dict]], t.Optional[dict]]
 
 
 class BenchAborted(Exception):
@@ -429,15 +432,42 @@ def new_sweep(config: BenchConfig, engine: str) -> dict:
         "schema_version": SCHEMA_VERSION, "started_at": _utc_now(), "finished_at": None, "engine": engine,
         "base_url": config.base_url, "endpoint": config.endpoint, "model": config.model,
         "input_len": config.input_len, "output_len": config.output_len, "repeats": config.repeats,
-        "max_failed_share": config.max_failed_share, "levels": [], "failed_level": None, "error": None,
+        "max_failed_share": config.max_failed_share, "levels": [], "not_measured": [], "failed_level": None,
+        "error": None,
         "error_kind": None,
         "client": client_versions(),
     }
 
 
-def make_level(concurrency: int, requests: int, warmup_requests: int, runs: list[dict]) -> dict:
-    return {"concurrency": concurrency, "requests": requests, "warmup_requests": warmup_requests, "runs": runs,
-            "summary": summarize_level(runs)}
+def make_level(concurrency: int, requests: int, warmup_requests: int, runs: list[dict],
+               stopped: dict | None = None) -> dict:
+    level = {"concurrency": concurrency, "requests": requests, "warmup_requests": warmup_requests, "runs": runs,
+             "summary": summarize_level(runs)}
+    if stopped is not None:
+        level["sequential"] = stopped
+    return level
+
+
+def stop_after_run(stop_rule: StopRule | None, concurrency: int, runs: list[dict],
+                   progress: t.Callable[[dict], None]) -> dict | None:
+    """Ask the stopping rule after a run; announce a stop in the progress file (operators see why it stopped)."""
+    stopped = stop_rule(concurrency, runs) if stop_rule else None
+    if stopped is not None:
+        progress({"event": "level_stopped", "concurrency": concurrency, "repeats": len(runs),
+                  "decision": stopped.get("decision"), "reason": stopped.get("reason")})
+    return stopped
+
+
+def ends_sweep(sweep: dict, level: dict, remaining: t.Sequence[int]) -> bool:
+    """Whether the level's stop ends the sweep; then the remaining levels are listed as not measured, with why."""
+    stopped = level.get("sequential") or {}
+    if not stopped.get("ends_sweep"):
+        return False
+    runs = len(level["runs"])
+    reason = (f"C={level['concurrency']} {stopped.get('decision')} after {runs} repeat{'s' if runs != 1 else ''}; "
+              "the sweep stopped")
+    sweep["not_measured"] = [{"concurrency": concurrency, "reason": reason} for concurrency in remaining]
+    return True
 
 
 def failed_share_error(level: dict, max_failed_share: float) -> str | None:
@@ -486,7 +516,8 @@ def format_progress(event: dict) -> str:
 class _LevelRunner:
     """Drives one ClientSession through the sweep; every prompt is unique across warm-ups, runs and levels."""
 
-    def __init__(self, session: t.Any, config: BenchConfig, model: str | None) -> None:
+    def __init__(self, session: t.Any, config: BenchConfig, model: str | None,
+                 stop_rule: StopRule | None = None) -> None:
         self.session = session
         self.config = config
         self.model = model
@@ -494,6 +525,7 @@ class _LevelRunner:
         self.url = config.base_url + ENDPOINT_PATHS[config.endpoint]
         self.handler = EVENT_HANDLERS[config.endpoint]
         self.prompt_counter = 0
+        self.stop_rule = stop_rule
 
     def bodies(self, count: int) -> list[bytes]:
         config = self.config
@@ -577,7 +609,8 @@ class _LevelRunner:
         return max(1, round(config.input_len * config.input_len / measured))
 
 
-async def _timed_runs(runner: _LevelRunner, concurrency: int, progress: t.Callable[[dict], None]) -> list[dict]:
+async def _timed_runs(runner: _LevelRunner, concurrency: int,
+                      progress: t.Callable[[dict], None]) -> tuple[list[dict], dict | None]:
     config = runner.config
     requests = config.requests_for(concurrency)
     runs: list[dict] = []
@@ -595,7 +628,10 @@ async def _timed_runs(runner: _LevelRunner, concurrency: int, progress: t.Callab
         progress({"event": "run_done", "concurrency": concurrency, "repeat": repeat, "repeats": config.repeats,
                   "agg_tok_s": run["agg_tok_s"], "per_req_tok_s": run["per_req_tok_s"], "ok": run["ok"],
                   "failed": run["failed"], "wall_s": wall_s})
-    return runs
+        stopped = stop_after_run(runner.stop_rule, concurrency, runs, progress)
+        if stopped is not None:
+            return runs, stopped
+    return runs, None
 
 
 async def _run_level(runner: _LevelRunner, concurrency: int, progress: t.Callable[[dict], None]) -> dict:
@@ -611,28 +647,28 @@ async def _run_level(runner: _LevelRunner, concurrency: int, progress: t.Callabl
     # collector, so its passes during the hot loop stay short.
     gc.collect()
     gc.freeze()
-    runs = await _timed_runs(runner, concurrency, progress)
-    level = check_level(make_level(concurrency, config.requests_for(concurrency), warmup, runs), config)
+    runs, stopped = await _timed_runs(runner, concurrency, progress)
+    level = check_level(make_level(concurrency, config.requests_for(concurrency), warmup, runs, stopped), config)
     progress({"event": "level_done", "concurrency": concurrency, "agg_tok_s": level["summary"]["agg_tok_s"],
               "per_req_tok_s": level["summary"]["per_req_tok_s"]})
     return level
 
 
-async def _sweep_levels(config: BenchConfig, sweep: dict,
-                        progress: t.Callable[[dict], None]) -> tuple[str | None, str | None]:
+async def _sweep_levels(config: BenchConfig, sweep: dict, progress: t.Callable[[dict], None],
+                        stop_rule: StopRule | None) -> tuple[str | None, str | None]:
     """Append completed levels to ``sweep``; return the error that stopped the sweep and its kind, if any."""
     connector = aiohttp.TCPConnector(limit=0)  # concurrency is bounded by the worker count, not the pool
     timeout = aiohttp.ClientTimeout(total=config.request_timeout_s)
     headers = {"Content-Type": "application/json", **auth_headers(config.api_key)}
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=headers,
                                      read_bufsize=READ_BUFSIZE) as session:
-        runner = _LevelRunner(session, config, sweep["model"])
+        runner = _LevelRunner(session, config, sweep["model"], stop_rule)
         try:
             if config.endpoint == "chat":
                 runner.words = await runner.calibrate_words()
         except BenchAborted as exc:
             return str(exc), exc.kind
-        for concurrency in config.concurrency_levels:
+        for ordinal, concurrency in enumerate(config.concurrency_levels):
             try:
                 async with asyncio.timeout(config.level_timeout_s):
                     sweep["levels"].append(await _run_level(runner, concurrency, progress))
@@ -644,11 +680,16 @@ async def _sweep_levels(config: BenchConfig, sweep: dict,
                         "time_limit")
             finally:
                 gc.unfreeze()
+            if ends_sweep(sweep, sweep["levels"][-1], config.concurrency_levels[ordinal + 1:]):
+                break
     return None, None
 
 
-def run_sweep(config: BenchConfig, on_progress: t.Callable[[dict], None] | None = None) -> dict:
-    """Run the whole sweep and return the sweep document; ``on_progress`` gets one dict per level/run event."""
+def run_sweep(config: BenchConfig, on_progress: t.Callable[[dict], None] | None = None,
+              stop_rule: StopRule | None = None) -> dict:
+    """Run the whole sweep and return the sweep document; ``on_progress`` gets one dict per level/run event.
+
+    With ``stop_rule`` a level's repeats end when the rule says so (``config.repeats`` is then the cap)."""
     if aiohttp is None:
         raise RuntimeError(f"the native bench engine needs aiohttp in the Python running it ({AIOHTTP_IMPORT_ERROR}); "
                            "run the task with ansible_python_interpreter set to the SGLang venv's python")
@@ -658,5 +699,5 @@ def run_sweep(config: BenchConfig, on_progress: t.Callable[[dict], None] | None 
         sweep["model"] = resolve_model(config)
     except BenchAborted as exc:
         return finish_sweep(sweep, str(exc), on_progress, exc.kind)
-    error, kind = asyncio.run(_sweep_levels(config, sweep, progress))
+    error, kind = asyncio.run(_sweep_levels(config, sweep, progress, stop_rule))
     return finish_sweep(sweep, error, on_progress, kind)

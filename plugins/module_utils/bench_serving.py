@@ -20,11 +20,14 @@ from pathlib import Path
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
     BenchAborted,
     BenchConfig,
+    StopRule,
     check_level,
+    ends_sweep,
     finish_sweep,
     make_level,
     new_sweep,
     resolve_model,
+    stop_after_run,
 )
 
 BACKENDS = {"completions": "sglang-oai", "chat": "sglang-oai-chat", "generate": "sglang"}
@@ -130,11 +133,12 @@ def _run_once(config: BenchConfig, argv: list[str], output_file: Path, run_comma
 
 
 def _run_level(config: BenchConfig, model: str, concurrency: int, ordinal: int, python: str, workdir: Path,
-               run_command: RunCommand, progress: t.Callable[[dict], None]) -> dict:
+               run_command: RunCommand, progress: t.Callable[[dict], None], stop_rule: StopRule | None) -> dict:
     requests, warmup = config.requests_for(concurrency), config.warmup_for(concurrency)
     progress({"event": "level_start", "concurrency": concurrency, "warmup_requests": warmup, "requests": requests,
               "repeats": config.repeats})
-    runs = []
+    runs: list[dict] = []
+    stopped = None
     for repeat in range(1, config.repeats + 1):
         output_file = workdir / f"bench_serving_c{concurrency}_r{repeat}.jsonl"
         # A fresh seed per invocation: identical random prompts would turn repeats into prefix-cache hits.
@@ -152,7 +156,10 @@ def _run_level(config: BenchConfig, model: str, concurrency: int, ordinal: int, 
         progress({"event": "run_done", "concurrency": concurrency, "repeat": repeat, "repeats": config.repeats,
                   "agg_tok_s": run["agg_tok_s"], "per_req_tok_s": run["per_req_tok_s"], "ok": run["ok"],
                   "failed": run["failed"], "wall_s": run["wall_s"]})
-    level = check_level(make_level(concurrency, requests, warmup, runs), config)
+        stopped = stop_after_run(stop_rule, concurrency, runs, progress)
+        if stopped is not None:
+            break
+    level = check_level(make_level(concurrency, requests, warmup, runs, stopped), config)
     progress({"event": "level_done", "concurrency": concurrency, "agg_tok_s": level["summary"]["agg_tok_s"],
               "per_req_tok_s": level["summary"]["per_req_tok_s"]})
     return level
@@ -160,8 +167,9 @@ def _run_level(config: BenchConfig, model: str, concurrency: int, ordinal: int, 
 
 def run_bench_serving_sweep(config: BenchConfig, *, python: str, workdir: Path,
                             run_command: RunCommand = run_subprocess,
-                            on_progress: t.Callable[[dict], None] | None = None) -> dict:
-    """Sweep with SGLang's own client; same document and error semantics as ``bench_client.run_sweep``."""
+                            on_progress: t.Callable[[dict], None] | None = None,
+                            stop_rule: StopRule | None = None) -> dict:
+    """Sweep with SGLang's own client; same document, error and stopping semantics as ``bench_client.run_sweep``."""
     sweep = new_sweep(config, "sglang_bench_serving")
     sweep["client"]["engine"] = "sglang.bench_serving"
     progress = on_progress or (lambda event: None)
@@ -172,8 +180,10 @@ def run_bench_serving_sweep(config: BenchConfig, *, python: str, workdir: Path,
     for ordinal, concurrency in enumerate(config.concurrency_levels):
         try:
             sweep["levels"].append(_run_level(config, sweep["model"], concurrency, ordinal, python, workdir,
-                                              run_command, progress))
+                                              run_command, progress, stop_rule))
         except BenchAborted as exc:
             sweep["failed_level"] = exc.level
             return finish_sweep(sweep, f"concurrency {concurrency}: {exc}", on_progress, exc.kind)
+        if ends_sweep(sweep, sweep["levels"][-1], config.concurrency_levels[ordinal + 1:]):
+            break
     return finish_sweep(sweep, None, on_progress)

@@ -6,7 +6,9 @@ Note that this module util is private to the llmops.sglang collection; do not us
 
 Policy (docs/run-directory.md, "Decision policy"): a candidate is adopted only when the overall comparison
 (``compare_sweeps``) says ``improved`` and no level regressed. Capacity the server lost by itself is always
-reported, and with ``max_capacity_loss_pct`` set it also blocks adoption.
+reported, and with ``max_capacity_loss_pct`` set it also blocks adoption. A candidate measured with a stopping rule
+(``comparison.sequential``) is confident once the rule decided every level, and its decision says how many repeats
+each level needed and why it stopped.
 """
 from __future__ import annotations
 
@@ -39,7 +41,10 @@ def _throughput_reason(comparison: dict) -> str:
     if verdict == "mixed":
         return (f"mixed: improved at C={_levels_text(comparison['improved'])}, "
                 f"regressed at C={_levels_text(comparison['regressed'])}")
-    low_confidence = " (low confidence: fewer than 5 runs per side)" if comparison.get("low_confidence") else ""
+    low_confidence = ""
+    if comparison.get("low_confidence"):
+        low_confidence = (" (undecided by the stopping rule)" if comparison.get("sequential")
+                          else " (low confidence: fewer than 5 runs per side)")
     return f"within noise{_change_range(comparison)}{low_confidence}"
 
 
@@ -70,6 +75,12 @@ def _adjustment_reason(entry: dict) -> str:
     if entry.get("requested") is None:
         return f"{entry['arg']} set by the server, not requested"
     return f"{entry['arg']} requested {entry['requested']!r} but the server used {entry['effective']!r}"
+
+
+def _unconfident_reason(comparison: dict) -> str:
+    if comparison.get("sequential"):
+        return "not adopted: the stopping rule left a level undecided (its sweep ended before a boundary decided it)"
+    return "too few runs to adopt (low confidence: fewer than 5 per side); measure with repeats >= 5"
 
 
 def decide_trial(comparison: dict, side_effects: dict | None = None, policy: dict | None = None,
@@ -105,7 +116,9 @@ def decide_trial(comparison: dict, side_effects: dict | None = None, policy: dic
     if over_limit:
         reasons.append(f"capacity loss above the policy limit of {limit}%")
     if unconfident:
-        reasons.append("too few runs to adopt (low confidence: fewer than 5 per side); measure with repeats >= 5")
+        reasons.append(_unconfident_reason(comparison))
+    if comparison.get("sequential"):
+        reasons.append(comparison["sequential"]["summary"])
     action = "adopt" if adopt else "revert"
     return {"adopt": adopt, "action": action, "reasons": reasons, "summary": f"{action}: " + "; ".join(reasons),
             "policy": applied}

@@ -9,12 +9,23 @@ benchmarking-and-tuning §D.3: a level counts as changed only when the differenc
 (two-sided Mann-Whitney U p < alpha, or a bootstrap CI of the median ratio that excludes 1) AND large enough
 (|change| >= max(min_effect_pct, 2 x pooled CV)). With fewer than three runs per side no test is meaningful,
 so only an explicit noise band decides and the level is flagged ``low_confidence``.
+
+A candidate measured with a stopping rule (the ``bench`` module's ``sequential`` option records it as
+``sweep.sequential``) stopped its repeats when a group-sequential test (sequential_verdict.py) decided; a fixed-count
+test on such a sample would not hold its error rate, so compare_sweeps judges it by the same rule it was measured
+with. That is also the rule's only code path: the module asks compare_sweeps after every run.
 """
 from __future__ import annotations
 
 import math
 import statistics
 import typing as t
+
+from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
+    DESIGN_DEFAULTS,
+    look_at_level,
+    validated_design,
+)
 
 THROUGHPUT_METRICS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s")
 SUMMARY_FIELDS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s", "tokens", "wall_s")
@@ -23,6 +34,9 @@ MIN_RUNS_FOR_TEST = 3
 # §D.3: n >= 5 per arm is the standard; 3 or 4 runs is a smoke test, so say so.
 MIN_RUNS_FOR_CONFIDENCE = 5
 COMPARE_HEADER = "| Concurrency | Baseline (tok/s) | Candidate (tok/s) | Change | Verdict |"
+SEQUENTIAL_COMPARE_HEADER = COMPARE_HEADER + " Repeats (why stopped) |"
+# The comparison options a stopping rule is bound to: the sweep it stopped must be judged with the same ones.
+SEQUENTIAL_COMPARE_KEYS = ("metric", "min_effect_pct", "alpha")
 SWEEP_HEADER = "| C | Agg tok/s | Per-req tok/s | Tokens | Wall(s) | Ok |"
 
 
@@ -202,8 +216,13 @@ def _direction(change: float, threshold: float) -> str:
     return "within_noise"
 
 
+def _effect_threshold(baseline: list[float], candidate: list[float], options: dict) -> float:
+    """Smallest change that counts (§D.3): the configured floor, or twice the pooled run-to-run noise."""
+    return max(options["min_effect_pct"], 2.0 * _pooled_cv(baseline, candidate))
+
+
 def _tested_verdict(baseline: list[float], candidate: list[float], change: float, options: dict) -> dict:
-    threshold = max(options["min_effect_pct"], 2.0 * _pooled_cv(baseline, candidate))
+    threshold = _effect_threshold(baseline, candidate, options)
     p_value = _mann_whitney_p(baseline, candidate)
     ci_low, ci_high = _bootstrap_ci_pct(baseline, candidate, alpha=options["alpha"], n_boot=options["n_boot"],
                                         seed=options["seed"])
@@ -230,8 +249,23 @@ def _noise_band_verdict(change: float, options: dict) -> dict:
     }
 
 
+def _sequential_verdict(baseline: list[float], candidate: list[float], options: dict, design: dict) -> dict:
+    """The stopping rule's look at this level; confident once a boundary decided it (the design bounds the errors,
+    not a run count), low confidence while it would still measure more."""
+    threshold = _effect_threshold(baseline, candidate, options)
+    look = look_at_level(baseline, candidate, threshold, design)
+    boundary = look["boundary"]
+    verdict = look["decision"] if look["decision"] in ("improved", "regressed") else "within_noise"
+    return {
+        "verdict": verdict, "method": "group_sequential", "p_value": look.get("p_value"),
+        "ci_low_pct": look.get("ci_low_pct"), "ci_high_pct": look.get("ci_high_pct"), "threshold_pct": threshold,
+        "significant": boundary in ("efficacy_upper", "efficacy_lower") if "p_value" in look else None,
+        "evidence": look["reason"], "low_confidence": look["decision"] == "continue", "sequential": look,
+    }
+
+
 def _compare_level(concurrency: int, baseline_runs: list[dict], candidate_runs: list[dict], where: tuple[str, str],
-                   options: dict) -> dict:
+                   options: dict, design: dict | None) -> dict:
     metric = options["metric"]
     baseline = _metric_values(baseline_runs, metric, where[0], required=True)
     candidate = _metric_values(candidate_runs, metric, where[1], required=True)
@@ -250,7 +284,9 @@ def _compare_level(concurrency: int, baseline_runs: list[dict], candidate_runs: 
     }
     change = _change_pct(result["baseline_median"], result["candidate_median"])
     result["change_pct"] = change
-    if min(len(baseline), len(candidate)) >= MIN_RUNS_FOR_TEST:
+    if design is not None:
+        result.update(_sequential_verdict(baseline, candidate, options, design))
+    elif min(len(baseline), len(candidate)) >= MIN_RUNS_FOR_TEST:
         result.update(_tested_verdict(baseline, candidate, change, options))
     else:
         result.update(_noise_band_verdict(change, options))
@@ -277,15 +313,21 @@ def _overall_verdict(levels: list[dict]) -> str:
     return "no significant change"
 
 
-def _compare_table(levels: list[dict]) -> str:
+def _stop_cell(level: dict) -> str:
+    look = level["sequential"]
+    return f"{look['repeats']} ({(look['boundary'] or 'undecided').replace('_', ' ')})"
+
+
+def _compare_table(levels: list[dict], sequential: bool) -> str:
     rows = []
     for level in levels:
         verdict = level["verdict"] + (" (low confidence)" if level["low_confidence"] else "")
         rows.append([
             str(level["concurrency"]), _format_number(level["baseline_median"]),
             _format_number(level["candidate_median"]), f"{level['change_pct']:+.1f}%", verdict,
-        ])
-    return _markdown_table(COMPARE_HEADER, rows, text_columns=1)
+        ] + ([_stop_cell(level)] if sequential else []))
+    header = SEQUENTIAL_COMPARE_HEADER if sequential else COMPARE_HEADER
+    return _markdown_table(header, rows, text_columns=2 if sequential else 1)
 
 
 def _validated_options(metric: str, min_effect_pct: float, noise_band_pct: float, alpha: float, n_boot: int,
@@ -302,29 +344,98 @@ def _validated_options(metric: str, min_effect_pct: float, noise_band_pct: float
             "alpha": float(alpha), "n_boot": int(n_boot), "seed": int(seed)}
 
 
+# ---- sequential sweeps ---------------------------------------------------------------------------------------
+
+def _recorded_design(candidate: dict, options: dict) -> dict | None:
+    """The stopping rule a candidate sweep was measured with (``sweep.sequential``), checked against ``options``."""
+    block = candidate.get("sequential")
+    if block is None:
+        return None
+    if not isinstance(block, dict) or not isinstance(block.get("design"), dict):
+        raise ValueError("candidate.sequential must be the object the bench module records ({design, reference_runs})")
+    recorded = block["design"]
+    for key in SEQUENTIAL_COMPARE_KEYS:
+        if recorded.get(key) != options[key]:
+            raise ValueError(f"candidate.sequential.design.{key} is {recorded.get(key)!r} but this comparison uses "
+                             f"{options[key]!r}: a sweep whose repeats a stopping rule ended is judged by that rule")
+    design = validated_design({key: recorded[key] for key in DESIGN_DEFAULTS if key in recorded},
+                              alpha=options["alpha"], levels=recorded.get("levels"),
+                              where="candidate.sequential.design")
+    return {**design, "metric": options["metric"], "min_effect_pct": options["min_effect_pct"]}
+
+
+def _check_reference_runs(candidate: dict, concurrency: int, n_baseline: int) -> None:
+    expected = (candidate["sequential"].get("reference_runs") or {}).get(str(concurrency))
+    if expected is not None and expected != n_baseline:
+        raise ValueError(f"candidate.sequential.reference_runs: C={concurrency} was measured against {expected} "
+                         f"reference runs but this baseline has {n_baseline}; compare the sweep with the reference "
+                         "it was measured against")
+
+
+def _why_stopped(look: dict) -> str:
+    boundary = look["boundary"]
+    if boundary in ("efficacy_upper", "efficacy_lower"):
+        side = "upper" if boundary == "efficacy_upper" else "lower"
+        return f"{look['decision']}, t = {look['statistic']:+.1f} crossed the {side} boundary"
+    if boundary == "no_change":
+        return f"no change, inside ±{look['threshold_pct']:.1f}%"
+    if boundary == "max_repeats":
+        return "no change, max_repeats reached"
+    return "undecided"
+
+
+def _sequential_summary(compared: list[dict], skipped: list[dict], design: dict) -> dict:
+    repeats = {level["concurrency"]: level["sequential"]["repeats"] for level in compared}
+    parts = [f"C={level['concurrency']} {level['sequential']['repeats']} ({_why_stopped(level['sequential'])})"
+             for level in compared]
+    left_out = [level for level in skipped if level.get("not_measured")]
+    not_measured = [level["concurrency"] for level in left_out]
+    if left_out:
+        parts.append(f"C={','.join(map(str, not_measured))} not measured ({left_out[0]['reason']})")
+    summary = (f"repeats needed (sequential, {design['min_repeats']}-{design['max_repeats']} per level): "
+               + "; ".join(parts))
+    return {"design": design, "repeats": repeats, "total_runs": sum(repeats.values()),
+            "decided": all(not level["low_confidence"] for level in compared), "not_measured": not_measured,
+            "summary": summary}
+
+
+def _skipped_level(candidate: dict, concurrency: int, side: str) -> dict:
+    """A level only one side has; the candidate's own record says why a stopping rule left it out."""
+    for entry in candidate.get("not_measured") or []:
+        if isinstance(entry, dict) and entry.get("concurrency") == concurrency:
+            return {"concurrency": concurrency, "reason": str(entry.get("reason")), "not_measured": True}
+    return {"concurrency": concurrency, "reason": f"level missing from the {side} sweep"}
+
+
 def compare_sweeps(baseline: dict, candidate: dict, *, metric: str = "agg_tok_s", min_effect_pct: float = 2.0,
                    noise_band_pct: float = 5.0, alpha: float = 0.05, n_boot: int = 2000, seed: int = 0) -> dict:
     """Compare two sweeps level by level (matched by concurrency) and give an honest overall verdict.
 
-    Raises ValueError naming the offending field when an input is malformed or no level can be compared.
+    A candidate measured with a stopping rule (``candidate.sequential``) is judged by that rule: each level's
+    verdict is the rule's decision at its last run, and the result gets ``sequential`` (repeats per level, whether
+    every level was decided, a one-line ``summary``). Raises ValueError naming the offending field when an input is
+    malformed or no level can be compared.
     """
     options = _validated_options(metric, min_effect_pct, noise_band_pct, alpha, n_boot, seed)
     baseline_levels = {level["concurrency"]: (i, level) for i, level in enumerate(_levels_of(baseline, "baseline"))}
     candidate_levels = {level["concurrency"]: (i, level) for i, level in enumerate(_levels_of(candidate, "candidate"))}
+    design = _recorded_design(candidate, options)
     compared: list[dict] = []
     skipped: list[dict] = []
     for concurrency in sorted(baseline_levels.keys() | candidate_levels.keys()):
         if concurrency not in baseline_levels or concurrency not in candidate_levels:
             side = "baseline" if concurrency not in baseline_levels else "candidate"
-            skipped.append({"concurrency": concurrency, "reason": f"level missing from the {side} sweep"})
+            skipped.append(_skipped_level(candidate, concurrency, side))
             continue
         (b_index, b_level), (c_index, c_level) = baseline_levels[concurrency], candidate_levels[concurrency]
         where = (f"baseline.levels[{b_index}]", f"candidate.levels[{c_index}]")
-        level = _compare_level(concurrency, b_level["runs"], c_level["runs"], where, options)
+        if design is not None:
+            _check_reference_runs(candidate, concurrency, len(b_level["runs"]))
+        level = _compare_level(concurrency, b_level["runs"], c_level["runs"], where, options, design)
         (skipped if "reason" in level else compared).append(level)
     if not compared:
         raise ValueError("baseline.levels and candidate.levels have no concurrency level with runs on both sides")
-    return {
+    result = {
         "metric": metric,
         "verdict": _overall_verdict(compared),
         "improved": [level["concurrency"] for level in compared if level["verdict"] == "improved"],
@@ -333,5 +444,63 @@ def compare_sweeps(baseline: dict, candidate: dict, *, metric: str = "agg_tok_s"
         "levels": compared,
         "skipped": skipped,
         "parameters": options,
-        "table": _compare_table(compared),
+        "table": _compare_table(compared, design is not None),
     }
+    if design is not None:
+        result["sequential"] = _sequential_summary(compared, skipped, design)
+    return result
+
+
+def sequential_plan(reference: dict, concurrency_levels: t.Sequence[int], options: dict) -> dict:
+    """Check a stopping rule for measuring ``concurrency_levels`` against ``reference`` before anything is sent.
+
+    ``options`` holds the rule (sequential_verdict.DESIGN_DEFAULTS' keys) and the comparison it is bound to
+    (``metric``, ``min_effect_pct``, ``alpha``). Returns what a sequential sweep records as ``sweep.sequential``:
+    ``{design, reference_runs: {concurrency: runs}}``. ValueError names the field (``sequential.<key>`` or
+    ``reference_sweep...``).
+    """
+    compare = {key: options[key] for key in SEQUENTIAL_COMPARE_KEYS if options.get(key) is not None}
+    try:
+        checked = _validated_options(compare.get("metric", "agg_tok_s"), compare.get("min_effect_pct", 2.0), 0.0,
+                                     compare.get("alpha", 0.05), 2000, 0)
+    except ValueError as exc:
+        raise ValueError(f"sequential.{exc}") from exc
+    rule = {key: value for key, value in options.items() if key not in SEQUENTIAL_COMPARE_KEYS}
+    design = validated_design(rule, alpha=checked["alpha"], levels=len(concurrency_levels))
+    design.update(metric=checked["metric"], min_effect_pct=checked["min_effect_pct"])
+    return {"design": design, "reference_runs": _reference_runs(reference, concurrency_levels, checked["metric"])}
+
+
+def _reference_runs(reference: dict, concurrency_levels: t.Sequence[int], metric: str) -> dict[str, int]:
+    levels = {level["concurrency"]: (i, level) for i, level in enumerate(_levels_of(reference, "reference_sweep"))}
+    runs: dict[str, int] = {}
+    for concurrency in concurrency_levels:
+        if concurrency not in levels:
+            raise ValueError(f"reference_sweep has no level with concurrency {concurrency} (it has "
+                             f"{sorted(levels)}); measure the reference at every level of concurrency_levels")
+        index, level = levels[concurrency]
+        where = f"reference_sweep.levels[{index}]"
+        count = len(_metric_values(level["runs"], metric, where, required=True))
+        if count < 2:
+            raise ValueError(f"{where} (concurrency {concurrency}) has {count} run(s); a sequential verdict needs at "
+                             "least 2 reference runs per level (measure the reference with repeats >= 2)")
+        runs[str(concurrency)] = count
+    return runs
+
+
+def sequential_stop_rule(reference: dict, plan: dict) -> t.Callable[[int, list[dict]], dict | None]:
+    """For the bench clients: after each run of a level, None to measure another, or the look that stops the level
+    (``ends_sweep`` set when it regressed and the rule stops the sweep there: that candidate cannot be adopted).
+
+    Each look is compare_sweeps on that level alone, so the module stops exactly where the final verdict decides."""
+    design = plan["design"]
+
+    def look(concurrency: int, runs: list[dict]) -> dict | None:
+        partial = {"levels": [{"concurrency": concurrency, "runs": runs}], "sequential": plan}
+        result = compare_sweeps(reference, partial, metric=design["metric"], min_effect_pct=design["min_effect_pct"],
+                                alpha=design["alpha"])
+        decided = result["levels"][0]["sequential"]
+        if decided["decision"] == "continue":
+            return None
+        return {**decided, "ends_sweep": decided["decision"] == "regressed" and design["stop_on_regression"]}
+    return look

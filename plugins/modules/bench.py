@@ -31,6 +31,12 @@ description:
   - A level where more than O(max_failed_share) of the timed requests failed is no measurement. The sweep stops
     there with an error naming the level, the share and sample errors (the level is kept in
     RV(sweep.failed_level), not in RV(sweep.levels)).
+  - With O(reference_sweep) (the sweep of the configuration to beat, for example the adopted one) the repeats of
+    each level stop as soon as a group-sequential rule with error spending decides the comparison with that level of
+    the reference - C(improved), C(regressed) or C(no_change) - and continue, up to O(sequential.max_repeats),
+    while it does not. The rule and its measured error rates are described in C(docs/run-directory.md) ("Sequential
+    verdicts"). The sweep records the rule (RV(sweep.sequential)) and every level why it stopped
+    (RV(sweep.levels[].sequential)), and P(llmops.sglang.compare_sweeps#filter) judges such a sweep by the same rule.
   - The result schema is documented in C(docs/bench-schema.md) of the collection; compare two sweeps with the
     P(llmops.sglang.compare_sweeps#filter) filter and render one with P(llmops.sglang.sweep_table#filter).
 
@@ -99,8 +105,76 @@ options:
     description:
       - Timed runs per level. Five or more give P(llmops.sglang.compare_sweeps#filter) full-confidence verdicts;
         three is a smoke test.
+      - Not used with O(reference_sweep); then O(sequential.min_repeats) to O(sequential.max_repeats) runs are made.
     type: int
     default: 3
+  reference_sweep:
+    description:
+      - The sweep document (this module's RV(sweep)) of the configuration the one under test is compared with, for
+        example the adopted configuration's C(sweep.json) read on the controller with
+        C(lookup('ansible.builtin.file', path) | from_json).
+      - It must have every level of O(concurrency_levels) with at least 2 runs of O(sequential.metric); its runs are
+        what each look compares the new runs with.
+      - When set, the repeats of each level follow O(sequential) instead of O(repeats).
+    type: dict
+  sequential:
+    description:
+      - The stopping rule used with O(reference_sweep) (required with it; all defaults when left out). After each
+        run from O(sequential.min_repeats) on, the level's runs are compared with the reference's by a
+        group-sequential t test on the log of O(sequential.metric) - one look per run, error spent by Lan-DeMets
+        spending functions - and the level stops when the test decides.
+      - Each level spends O(sequential.alpha) divided by the number of levels, so that across the whole sweep a
+        configuration without a real change is claimed changed with probability at most O(sequential.alpha).
+    type: dict
+    suboptions:
+      min_repeats:
+        description: Runs per level before the first look (at least 1; the pipeline uses at least 2).
+        type: int
+        default: 2
+      max_repeats:
+        description: Runs per level at most (up to 50); the look after the last one decides what is left undecided.
+        type: int
+        default: 10
+      spending:
+        description:
+          - Alpha-spending function of the efficacy boundaries (C(improved), C(regressed)).
+          - V(obrien_fleming) spends almost nothing early and keeps the last look close to a fixed-count test;
+            V(pocock) spends evenly, so large changes stop sooner and the last boundary is wider.
+        type: str
+        choices: [obrien_fleming, pocock]
+        default: obrien_fleming
+      futility_spending:
+        description: Beta-spending function of the C(no_change) boundary (same choices).
+        type: str
+        choices: [obrien_fleming, pocock]
+        default: pocock
+      beta:
+        description:
+          - Largest probability (above 0, below 0.5) that a real change as large as the effect threshold is
+            stopped as C(no_change).
+        type: float
+        default: 0.2
+      stop_on_regression:
+        description:
+          - End the sweep at a level that stopped C(regressed): such a configuration cannot be adopted, so the
+            remaining levels are not measured (listed in RV(sweep.not_measured)).
+        type: bool
+        default: true
+      metric:
+        description: The run metric compared (higher is better); as in P(llmops.sglang.compare_sweeps#filter).
+        type: str
+        choices: [agg_tok_s, per_req_tok_s, steady_agg_tok_s]
+        default: agg_tok_s
+      min_effect_pct:
+        description:
+          - Smallest change in percent that counts; the effect threshold is the larger of this and twice the pooled
+            run-to-run CV, as in P(llmops.sglang.compare_sweeps#filter).
+        type: float
+        default: 2.0
+      alpha:
+        description: Two-sided significance level for the whole sweep (between 0 and 1).
+        type: float
+        default: 0.05
   input_len:
     description:
       - Prompt length in tokens.
@@ -211,7 +285,21 @@ EXAMPLES = r"""
   vars:
     ansible_python_interpreter: /opt/sglang/venv/bin/python
 
-- name: Compare a candidate sweep with the baseline
+- name: Measure a candidate against the baseline's sweep, stopping each level once the verdict is decided
+  llmops.sglang.bench:
+    port: 30000
+    concurrency_levels: [1, 4, 16, 32, 64]
+    reference_sweep: "{{ baseline.sweep }}"
+    sequential:
+      min_repeats: 2
+      max_repeats: 10
+      min_effect_pct: 2.0
+    output_file: /var/lib/sglang-bench/candidate.json
+  vars:
+    ansible_python_interpreter: /opt/sglang/venv/bin/python
+  register: candidate
+
+- name: Compare a candidate sweep with the baseline (a sequential sweep is judged by its own stopping rule)
   ansible.builtin.set_fact:
     verdict: "{{ baseline.sweep | llmops.sglang.compare_sweeps(candidate.sweep) }}"
 """
@@ -223,7 +311,9 @@ changed:
   type: bool
   sample: false
 plan:
-  description: What the sweep sends (or, in check mode, would send).
+  description:
+    - What the sweep sends (or, in check mode, would send). With O(reference_sweep), C(sequential) is the stopping
+      rule's design and a level's C(repeats) is the most it may take.
   returned: always
   type: dict
   sample:
@@ -233,6 +323,7 @@ plan:
     levels:
       - {concurrency: 1, warmup_requests: 4, requests: 4, repeats: 3}
       - {concurrency: 16, warmup_requests: 16, requests: 32, repeats: 3}
+    sequential: null
 sweep:
   description:
     - The sweep document (C(docs/bench-schema.md)). Also returned when the module fails because the server stopped
@@ -277,7 +368,7 @@ sweep:
       type: int
       sample: 1000
     repeats:
-      description: Timed runs per level.
+      description: Timed runs per level (with O(reference_sweep) the most a level may take, O(sequential.max_repeats)).
       type: int
       sample: 3
     levels:
@@ -286,8 +377,26 @@ sweep:
           timed run with C(agg_tok_s), C(per_req_tok_s), C(tokens), C(wall_s), C(ok), C(failed), C(error_samples),
           C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) as C({p50, p90, p99}), C(token_mismatch),
           C(steady_agg_tok_s), C(achieved_concurrency), C(client_cpu_pct)) and C(summary) (medians over runs).
+        - With O(reference_sweep) also C(sequential), the look that stopped the level - C(decision) (C(improved),
+          C(regressed), C(no_change)), C(boundary), C(repeats), C(statistic), C(efficacy_bound), C(alpha_spent),
+          C(beta_spent), C(estimate_pct), C(reason)); the look after O(sequential.max_repeats) runs always decides.
       type: list
       elements: dict
+    sequential:
+      description:
+        - The stopping rule the sweep was measured with (C(design), with the comparison options it is bound to,
+          and C(reference_runs), runs per level of O(reference_sweep)), or null without O(reference_sweep).
+      type: dict
+      sample:
+        design: {min_repeats: 2, max_repeats: 10, spending: obrien_fleming, futility_spending: pocock, beta: 0.2,
+                 stop_on_regression: true, alpha: 0.05, levels: 5, level_alpha: 0.01, metric: agg_tok_s,
+                 min_effect_pct: 2.0}
+        reference_runs: {"1": 5, "4": 5, "16": 5, "32": 5, "64": 5}
+    not_measured:
+      description: Levels a stopping rule left out, C({concurrency, reason}) (a level before them regressed).
+      type: list
+      elements: dict
+      sample: []
     error:
       description: Why the sweep stopped early, or null.
       type: str
@@ -357,12 +466,36 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
     run_sweep,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_serving import run_bench_serving_sweep
+from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
+    DESIGN_DEFAULTS,
+    SPENDING_FUNCTIONS,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
-from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import sweep_table
+from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import (
+    THROUGHPUT_METRICS,
+    sequential_plan,
+    sequential_stop_rule,
+    sweep_table,
+)
 
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 30000
 ENGINES = ("native", "sglang_bench_serving")
+
+
+def sequential_spec() -> dict:
+    return dict(
+        min_repeats=dict(type="int", default=DESIGN_DEFAULTS["min_repeats"]),
+        max_repeats=dict(type="int", default=DESIGN_DEFAULTS["max_repeats"]),
+        spending=dict(type="str", choices=list(SPENDING_FUNCTIONS), default=DESIGN_DEFAULTS["spending"]),
+        futility_spending=dict(type="str", choices=list(SPENDING_FUNCTIONS),
+                               default=DESIGN_DEFAULTS["futility_spending"]),
+        beta=dict(type="float", default=DESIGN_DEFAULTS["beta"]),
+        stop_on_regression=dict(type="bool", default=DESIGN_DEFAULTS["stop_on_regression"]),
+        metric=dict(type="str", choices=list(THROUGHPUT_METRICS), default="agg_tok_s"),
+        min_effect_pct=dict(type="float", default=2.0),
+        alpha=dict(type="float", default=0.05),
+    )
 
 
 def argument_spec() -> dict:
@@ -377,6 +510,8 @@ def argument_spec() -> dict:
         requests_per_level=dict(type="int"),
         warmup_requests=dict(type="int"),
         repeats=dict(type="int", default=3),
+        reference_sweep=dict(type="dict"),
+        sequential=dict(type="dict", options=sequential_spec()),
         input_len=dict(type="int", default=1000),
         output_len=dict(type="int", default=1000),
         request_timeout_s=dict(type="float", default=600.0),
@@ -391,12 +526,21 @@ def argument_spec() -> dict:
     )
 
 
-def config_from_params(params: dict) -> BenchConfig:
+def sequential_from_params(params: dict) -> dict | None:
+    """The stopping rule against ``reference_sweep`` (``sweep.sequential``), or None for a fixed repeat count."""
+    if params["reference_sweep"] is None:
+        return None
+    return sequential_plan(params["reference_sweep"], params["concurrency_levels"], params["sequential"] or {})
+
+
+def config_from_params(params: dict, sequential: dict | None) -> BenchConfig:
     base_url = params["base_url"] or f"http://{params['host'] or DEFAULT_HOST}:{params['port'] or DEFAULT_PORT}"
+    # A stopping rule caps the repeats at max_repeats; the rule ends most levels before.
+    repeats = sequential["design"]["max_repeats"] if sequential else params["repeats"]
     return BenchConfig(
         base_url=base_url, endpoint=params["endpoint"], model=params["model"],
         concurrency_levels=tuple(params["concurrency_levels"]), requests_per_level=params["requests_per_level"],
-        warmup_requests=params["warmup_requests"], repeats=params["repeats"], input_len=params["input_len"],
+        warmup_requests=params["warmup_requests"], repeats=repeats, input_len=params["input_len"],
         output_len=params["output_len"], request_timeout_s=params["request_timeout_s"],
         level_timeout_s=params["level_timeout_s"], steady_state=params["steady_state"], api_key=params["api_key"],
         seed=params["seed"], max_failed_share=params["max_failed_share"],
@@ -422,33 +566,41 @@ def write_json_atomically(path: str, document: dict) -> None:
     write_atomically(path, (json.dumps(document, indent=2) + "\n").encode("utf-8"))
 
 
-def run(module: AnsibleModule, config: BenchConfig, on_progress: t.Callable[[dict], None] | None) -> dict:
+def run(module: AnsibleModule, config: BenchConfig, on_progress: t.Callable[[dict], None] | None,
+        sequential: dict | None) -> dict:
+    stop_rule = sequential_stop_rule(module.params["reference_sweep"], sequential) if sequential else None
     if module.params["engine"] == "native":
-        return run_sweep(config, on_progress)
-    # module.tmpdir is removed when the module exits, together with bench_serving's per-run JSONL files.
-    return run_bench_serving_sweep(config, python=module.params["python"] or sys.executable,
-                                   workdir=Path(module.tmpdir), on_progress=on_progress)
+        sweep = run_sweep(config, on_progress, stop_rule)
+    else:
+        # module.tmpdir is removed when the module exits, together with bench_serving's per-run JSONL files.
+        sweep = run_bench_serving_sweep(config, python=module.params["python"] or sys.executable,
+                                        workdir=Path(module.tmpdir), on_progress=on_progress, stop_rule=stop_rule)
+    sweep["sequential"] = sequential
+    return sweep
 
 
 def main() -> None:
     module = AnsibleModule(argument_spec=argument_spec(), supports_check_mode=True,
-                           mutually_exclusive=[("base_url", "host"), ("base_url", "port")])
+                           mutually_exclusive=[("base_url", "host"), ("base_url", "port")],
+                           required_by={"sequential": "reference_sweep"})
     params = module.params
     try:
-        config = config_from_params(params)
+        sequential = sequential_from_params(params)
+        config = config_from_params(params, sequential)
     except ValueError as exc:
         module.fail_json(msg=str(exc), error_kind="input")
     progress_file = params["progress_file"] or (params["output_file"] + ".progress" if params["output_file"] else None)
     result: dict[str, t.Any] = {
         "changed": False, "output_file": params["output_file"], "progress_file": progress_file,
         "plan": {"engine": params["engine"], "base_url": config.base_url, "endpoint": config.endpoint,
-                 "model": config.model, "levels": config.plan()},
+                 "model": config.model, "levels": config.plan(),
+                 "sequential": sequential["design"] if sequential else None},
     }
     if module.check_mode:
         module.exit_json(msg="check mode: no request sent", **result)
     try:
         with guarded_work(), progress_writer(progress_file) as on_progress:
-            sweep = run(module, config, on_progress)
+            sweep = run(module, config, on_progress, sequential)
         result.update(sweep=sweep, table=sweep_table(sweep))
         if params["output_file"]:
             write_json_atomically(params["output_file"], sweep)

@@ -362,3 +362,20 @@ def test_a_stopped_sweep_says_what_kind_of_error_stopped_it(overrides: dict, kin
         with running_server("--api-key", "sk-right") as (base_url, _process):
             sweep = run_sweep(config(base_url, **overrides))
     assert sweep["error_kind"] == kind
+
+
+def test_a_stop_rule_decides_how_many_runs_each_level_gets() -> None:
+    """After every run the rule is asked; its record is kept with the level, ``ends_sweep`` leaves the rest out."""
+    def stop_rule(concurrency: int, runs: list[dict]) -> dict | None:
+        if concurrency == 2 and len(runs) == 2:
+            return {"decision": "no_change", "reason": "decided"}
+        if concurrency == 4 and len(runs) == 1:
+            return {"decision": "regressed", "reason": "slower", "ends_sweep": True}
+        return None
+
+    with running_server("--ttft-ms", "5", "--token-ms", "1") as (base_url, _process):
+        sweep = run_sweep(config(base_url, concurrency_levels=(2, 4, 8), repeats=4), stop_rule=stop_rule)
+    assert sweep["error"] is None
+    assert [(level["concurrency"], len(level["runs"])) for level in sweep["levels"]] == [(2, 2), (4, 1)]
+    assert sweep["levels"][0]["sequential"] == {"decision": "no_change", "reason": "decided"}
+    assert sweep["not_measured"] == [{"concurrency": 8, "reason": "C=4 regressed after 1 repeat; the sweep stopped"}]

@@ -17,7 +17,11 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_serving import
     run_from_bench_serving,
     run_subprocess,
 )
-from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps
+from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import (
+    compare_sweeps,
+    sequential_plan,
+    sequential_stop_rule,
+)
 
 # One line as the mid-2025 bench_serving appends it (json.dumps of its result dict, so `Infinity` for
 # request_rate=inf): sglang-oai, random-ids 1000/1000, --max-concurrency 16, --num-prompts 32, spec decoding on.
@@ -157,3 +161,20 @@ def test_subprocess_runner_passes_env_and_enforces_the_time_limit() -> None:
     with pytest.raises(BenchAborted, match="did not finish within level_timeout_s=0.5"):
         run_subprocess([sys.executable, "-c", "import time; time.sleep(30)"], {}, 0.5)
     assert time.monotonic() - started < 10.0
+
+
+def test_a_stop_rule_ends_a_level_early_and_a_regression_ends_the_sweep(tmp_path: Path) -> None:
+    """The real stopping rule against a reference 10x faster than the fake: C=4 regresses at its second run."""
+    reference = {"levels": [{"concurrency": c, "runs": [{"agg_tok_s": v} for v in (12150.0, 12100.0, 12200.0)]}
+                            for c in (4, 16)]}
+    plan = sequential_plan(reference, [4, 16], {"max_repeats": 6})
+    events: list[dict] = []
+    sweep = run_bench_serving_sweep(config(repeats=6), python="python3", workdir=tmp_path,
+                                    run_command=FakeBenchServing(), on_progress=events.append,
+                                    stop_rule=sequential_stop_rule(reference, plan))
+    assert [(level["concurrency"], len(level["runs"])) for level in sweep["levels"]] == [(4, 2)]
+    assert sweep["levels"][0]["sequential"]["decision"] == "regressed"
+    assert sweep["not_measured"] == [{"concurrency": 16, "reason": "C=4 regressed after 2 repeats; the sweep stopped"}]
+    stopped = [event for event in events if event["event"] == "level_stopped"]
+    assert stopped == [{"event": "level_stopped", "concurrency": 4, "repeats": 2, "decision": "regressed",
+                        "reason": sweep["levels"][0]["sequential"]["reason"]}]

@@ -9,7 +9,7 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.sglang.plugins.filter.trial_decision import trial_decision
 from ansible_collections.llmops.sglang.plugins.module_utils.decisions import decide_trial
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
-from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps
+from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps, sequential_plan
 from tests.unit.plugins.module_utils.test_sweep_stats import LOW_NOISE, REAL_BASELINE, REAL_CANDIDATE, run, sweep
 
 BASE_ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN", "disable_piecewise_cuda_graph": False}
@@ -115,3 +115,23 @@ def test_three_runs_with_one_slow_baseline_run_do_not_adopt():
     candidate = sweep({1: [1204.0, 1201.0, 1199.0]})
     comparison = compare_sweeps(baseline, candidate)
     assert decide_trial(comparison)["adopt"] is False
+
+
+def test_a_sequential_verdict_is_confident_with_two_runs_and_says_how_many_repeats_it_took():
+    reference = five_run_sweep({16: 1213.5, 64: 1582.5})
+    candidate = sweep({16: [1213.5 * 1.15 * m for m in LOW_NOISE[:2]], 64: [1582.5 * 1.15 * m for m in LOW_NOISE[:2]]})
+    candidate["sequential"] = sequential_plan(reference, [16, 64], {})
+    decision = decide_trial(compare_sweeps(reference, candidate))
+    assert decision["adopt"] is True
+    assert decision["reasons"][-1].startswith("repeats needed (sequential, 2-10 per level): C=16 2 (improved, t = +")
+    assert decision["summary"].startswith("adopt: improved at C=16,64")
+
+
+def test_a_sequential_candidate_left_undecided_is_not_adopted_and_says_so():
+    reference = five_run_sweep({16: 1213.5})
+    candidate = sweep({16: [1213.5 * 1.15]})
+    candidate["sequential"] = sequential_plan(reference, [16], {})
+    decision = decide_trial(compare_sweeps(reference, candidate))
+    assert decision["adopt"] is False
+    assert decision["reasons"][0] == "within noise (+15.0%) (undecided by the stopping rule)"
+    assert decision["reasons"][-1] == "repeats needed (sequential, 2-10 per level): C=16 1 (undecided)"

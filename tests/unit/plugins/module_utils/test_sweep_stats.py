@@ -16,8 +16,11 @@ from ansible_collections.llmops.sglang.plugins.filter.compare_sweeps import Filt
 from ansible_collections.llmops.sglang.plugins.filter.sweep_table import FilterModule as TableFilters
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import (
     COMPARE_HEADER,
+    SEQUENTIAL_COMPARE_HEADER,
     SWEEP_HEADER,
     compare_sweeps,
+    sequential_plan,
+    sequential_stop_rule,
     summarize_level,
     sweep_table,
 )
@@ -236,3 +239,83 @@ def test_filters_load_by_fqcn_in_a_playbook(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stdout + done.stderr
     result = json.loads((tmp_path / "result.json").read_text())
     assert result == {"verdict": "no significant change", "table": sweep_table(baseline)}
+
+
+# ---- sweeps measured with the stopping rule ---------------------------------------------------------------------
+
+def sequential_sweep(levels: dict[int, list[float]], reference: dict, **rule) -> dict:
+    """A candidate as the bench module records it after measuring against ``reference`` with a stopping rule."""
+    document = sweep(levels)
+    document["sequential"] = sequential_plan(reference, list(levels), rule)
+    return document
+
+
+def test_a_sequential_candidate_is_judged_by_its_rule_and_says_why_each_level_stopped() -> None:
+    reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
+    candidate = sequential_sweep({16: noisy(1213.5 * 1.15, LOW_NOISE[:2]), 64: noisy(1582.5, LOW_NOISE[1:4])},
+                                 reference)
+    result = compare_sweeps(reference, candidate)
+    improved, same = result["levels"]
+    assert result["verdict"] == "improved" and result["low_confidence"] is False
+    assert (improved["method"], improved["n_candidate"], improved["low_confidence"]) == ("group_sequential", 2, False)
+    assert improved["sequential"]["boundary"] == "efficacy_upper" and improved["significant"] is True
+    assert improved["evidence"].startswith("improved: t = +")
+    assert same["verdict"] == "within_noise" and same["sequential"]["decision"] == "no_change"
+    assert result["sequential"]["repeats"] == {16: 2, 64: 3} and result["sequential"]["decided"] is True
+    assert result["sequential"]["summary"].startswith(
+        "repeats needed (sequential, 2-10 per level): C=16 2 (improved, t = +")
+    assert "; C=64 3 (no change, inside ±2.0%)" in result["sequential"]["summary"]
+    assert result["table"].splitlines()[0] == SEQUENTIAL_COMPARE_HEADER
+    assert result["table"].splitlines()[2].endswith("| improved | 2 (efficacy upper) |")
+
+
+def test_a_level_still_measuring_is_low_confidence_and_left_out_levels_say_why() -> None:
+    reference = sweep({1: noisy(121.6), 4: noisy(399.1)})
+    candidate = sequential_sweep({1: noisy(121.6, LOW_NOISE[:1])}, reference)
+    candidate["not_measured"] = [{"concurrency": 4, "reason": "C=1 regressed after 2 repeats; the sweep stopped"}]
+    result = compare_sweeps(reference, candidate)
+    level = result["levels"][0]
+    assert level["sequential"]["decision"] == "continue" and level["low_confidence"] is True
+    assert level["p_value"] is None and level["significant"] is None
+    assert result["skipped"] == [{"concurrency": 4, "reason": "C=1 regressed after 2 repeats; the sweep stopped",
+                                  "not_measured": True}]
+    assert result["sequential"]["decided"] is False and result["sequential"]["not_measured"] == [4]
+    assert result["sequential"]["summary"].endswith("C=4 not measured (C=1 regressed after 2 repeats; the sweep "
+                                                    "stopped)")
+
+
+def test_a_sequential_candidate_must_be_compared_with_its_own_reference_and_options() -> None:
+    reference = sweep({16: noisy(1213.5)})
+    candidate = sequential_sweep({16: noisy(1213.5, LOW_NOISE[:2])}, reference)
+    with pytest.raises(ValueError, match=r"candidate\.sequential\.design\.alpha is 0\.05 but this comparison uses 0\.1"):
+        compare_sweeps(reference, candidate, alpha=0.1)
+    with pytest.raises(ValueError, match="C=16 was measured against 5 reference runs but this baseline has 3"):
+        compare_sweeps(sweep({16: noisy(1213.5, LOW_NOISE[:3])}), candidate)
+    candidate["sequential"]["design"]["min_repeats"] = 0
+    with pytest.raises(ValueError, match="candidate.sequential.design.min_repeats must be an integer from 1 to 10"):
+        compare_sweeps(reference, candidate)
+
+
+@pytest.mark.parametrize(("reference", "rule", "message"), [
+    ({16: [1213.5]}, {}, r"reference_sweep\.levels\[0\] \(concurrency 16\) has 1 run\(s\); a sequential verdict "
+                         r"needs at least 2 reference runs"),
+    ({64: noisy(1582.5)}, {}, r"reference_sweep has no level with concurrency 16 \(it has \[64\]\)"),
+    ({16: noisy(1213.5)}, {"alpha": 2.0}, r"sequential\.alpha must be between 0 and 1, got 2\.0"),
+    ({16: noisy(1213.5)}, {"metric": "ttft_ms"}, r"sequential\.metric must be one of agg_tok_s"),
+    ({16: noisy(1213.5)}, {"max_repeats": 1, "min_repeats": 2},
+     r"sequential\.min_repeats must be an integer from 1 to 1, got 2"),
+])
+def test_a_stopping_rule_that_cannot_work_is_refused_naming_the_field(reference, rule, message) -> None:
+    with pytest.raises(ValueError, match=message):
+        sequential_plan(sweep(reference), [16], rule)
+
+
+def test_the_stop_rule_asks_compare_sweeps_and_ends_the_sweep_on_a_regression() -> None:
+    reference = sweep({16: noisy(1213.5)})
+    stop = sequential_stop_rule(reference, sequential_plan(reference, [16], {}))
+    first = [run(1213.5 * 0.9, 16)]
+    assert stop(16, first) is None  # one run: below min_repeats
+    stopped = stop(16, first + [run(1213.5 * 0.9 * 1.004, 16)])
+    assert (stopped["decision"], stopped["ends_sweep"], stopped["repeats"]) == ("regressed", True, 2)
+    keep_going = sequential_stop_rule(reference, sequential_plan(reference, [16], {"stop_on_regression": False}))
+    assert keep_going(16, first + [run(1213.5 * 0.9 * 1.004, 16)])["ends_sweep"] is False

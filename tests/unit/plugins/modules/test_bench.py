@@ -160,3 +160,68 @@ def test_bench_serving_engine_maps_its_results_into_the_sweep(tmp_path: Path, ca
     assert sweep["engine"] == "sglang_bench_serving" and sweep["model"] == "/models/Qwen3.5-122B-A10B"
     assert [[run["agg_tok_s"] for run in level["runs"]] for level in sweep["levels"]] == [[32.0, 32.0], [64.0, 64.0]]
     assert sweep["levels"][1]["runs"][0]["ttft_ms"] == {"p50": 41.0, "p90": None, "p99": 60.0}
+
+
+def reference_sweep(agg_tok_s: float, levels: tuple[int, ...] = (2, 4)) -> dict:
+    """A reference far from what the fake server does, so every look is decided at once."""
+    return {"levels": [{"concurrency": c, "runs": [{"agg_tok_s": agg_tok_s * m} for m in (0.99, 1.0, 1.01)]}
+                       for c in levels]}
+
+
+def test_against_a_much_faster_reference_the_first_level_regresses_and_ends_the_sweep(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    output_file = tmp_path / "candidate.json"
+    with running_server("--ttft-ms", "20", "--token-ms", "2") as (base_url, _process):
+        code, result = run_module(small_sweep(base_url, reference_sweep=reference_sweep(1e6), output_file=str(output_file),
+                                              sequential={"min_repeats": 2, "max_repeats": 6}), tmp_path, capsys)
+    assert code == 0, result
+    sweep = result["sweep"]
+    assert [(level["concurrency"], len(level["runs"])) for level in sweep["levels"]] == [(2, 2)]
+    assert sweep["levels"][0]["sequential"]["decision"] == "regressed"
+    assert sweep["not_measured"] == [{"concurrency": 4, "reason": "C=2 regressed after 2 repeats; the sweep stopped"}]
+    assert sweep["sequential"]["design"]["max_repeats"] == 6 and sweep["repeats"] == 6
+    assert sweep["sequential"]["reference_runs"] == {"2": 3, "4": 3}
+    assert result["plan"]["sequential"] == sweep["sequential"]["design"]
+    assert json.loads(output_file.read_text()) == sweep
+    progress = Path(result["progress_file"]).read_text()
+    assert "level_stopped concurrency=2 repeats=2 decision=regressed reason=regressed: t = -" in progress
+
+
+def test_against_a_much_slower_reference_every_level_improves_at_min_repeats(
+        tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with running_server("--ttft-ms", "20", "--token-ms", "2") as (base_url, _process):
+        code, result = run_module(small_sweep(base_url, reference_sweep=reference_sweep(1.0)), tmp_path, capsys)
+    assert code == 0, result
+    levels = result["sweep"]["levels"]
+    assert [(level["concurrency"], len(level["runs"]), level["sequential"]["decision"]) for level in levels] == [
+        (2, 2, "improved"), (4, 2, "improved")]
+    assert result["sweep"]["not_measured"] == []
+
+
+def test_check_mode_with_a_reference_plans_the_rule_and_sends_nothing(tmp_path: Path,
+                                                                    capsys: pytest.CaptureFixture) -> None:
+    with running_server() as (base_url, _process):
+        code, result = run_module(small_sweep(base_url, reference_sweep=reference_sweep(1.0), _ansible_check_mode=True),
+                                  tmp_path, capsys)
+        assert server_stats(base_url)["requests"] == 0
+    assert code == 0 and "sweep" not in result
+    assert result["plan"]["sequential"]["min_repeats"] == 2 and result["plan"]["levels"][0]["repeats"] == 10
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (dict(reference_sweep=reference_sweep(1.0, levels=(2,))),
+     "reference_sweep has no level with concurrency 4 (it has [2])"),
+    (dict(reference_sweep={"levels": [{"concurrency": c, "runs": [{"agg_tok_s": 1.0}]} for c in (2, 4)]}),
+     "reference_sweep.levels[0] (concurrency 2) has 1 run(s); a sequential verdict needs at least 2"),
+    (dict(reference_sweep=reference_sweep(1.0), sequential={"min_repeats": 4, "max_repeats": 3}),
+     "sequential.min_repeats must be an integer from 1 to 3, got 4"),
+    (dict(reference_sweep=reference_sweep(1.0), sequential={"beta": 0.7}),
+     "sequential.beta must be a number above 0 and below 0.5, got 0.7"),
+    (dict(reference_sweep=reference_sweep(1.0), sequential={"alpha": 0}), "sequential.alpha must be between 0 and 1"),
+    (dict(sequential={"min_repeats": 2}), "missing parameter(s) required by 'sequential': reference_sweep"),
+])
+def test_a_stopping_rule_that_cannot_work_fails_before_any_request(args: dict, message: str, tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture) -> None:
+    code, result = run_module(small_sweep("http://127.0.0.1:9", **args), tmp_path, capsys)
+    assert code == 1 and message in result["msg"], result["msg"]
+    assert result.get("error_kind", "input") == "input"

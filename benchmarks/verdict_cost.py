@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Verdict cost (issue #18, deliverable 6): today's fixed 5-repeat verdict vs the sequential stopping rule.
+
+Run from the repository root with the project venv: ``.venv/bin/python benchmarks/verdict_cost.py [--quick]``.
+What it measures and why: benchmarks/README.md ("Verdict cost"). In short, for true effects 0, +-1 %, +-3 %, +-8 %
+and +15 % at run-to-run noise CVs of 1 % and 3 %, many seeded trials each:
+
+1. a trial is one candidate configuration measured against a reference (the adopted configuration, 5 repeats),
+   both 5-level sweeps (C = 1, 4, 16, 32, 64) whose runs are drawn from the SGLang emulator's noise model: every
+   server start draws one factor (the demo profile's ``instance_cv``, shared by all its runs and levels), every run
+   one more (the CV under test), both with the emulator's own ``lognormal_factor``; the candidate's true throughput
+   is the reference's x (1 + effect) at every level;
+2. the fixed policy measures 5 candidate repeats per level and decides with ``compare_sweeps`` + ``decide_trial``
+   exactly as the pipeline did before the stopping rule; the sequential policy asks the collection's stopping rule
+   (``sweep_stats.sequential_stop_rule``, what the ``bench`` module runs) after every run, through the bench
+   client's own ``stop_after_run``/``ends_sweep``, then decides the recorded sweep with the same two functions;
+   both policies see the same draws (a paired comparison);
+3. GPU-minutes per configuration come from a cost model of the design's real case: the emulator's demo profile
+   (4 GPUs, its real-GPU startup phases, its performance model of the 1000-in/1000-out baseline sweep) and the
+   bench module's default requests and warm-ups per level.
+
+It prints the cost model, one row per effect and noise level, and as its last line
+``verdict cost: fixed <X> GPU-min, sequential <Y> GPU-min, ratio <R>x; false-adopt fixed <a>% sequential <b>%;
+missed>=3% fixed <c>% sequential <d>%``. Exit code 0 only if every target is met (>= 2x fewer GPU-minutes,
+false-adopt no higher than fixed and <= 5 %, no more missed improvements >= 3 %). ``--quick`` runs fewer trials.
+Writes ``.cache/verdict-cost/results.json`` (or ``results-quick.json``).
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import os
+import random
+import statistics
+import sys
+import time
+import typing as t
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+EMULATOR = ROOT / "tests" / "emulator"
+for package_root in (ROOT / "collections", EMULATOR / "sglang", EMULATOR / "triton"):
+    if str(package_root) not in sys.path:
+        sys.path.insert(0, str(package_root))
+
+# pylint: disable=wrong-import-position
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (  # noqa: E402
+    BenchConfig,
+    ends_sweep,
+    stop_after_run,
+)
+from ansible_collections.llmops.sglang.plugins.module_utils.decisions import decide_trial  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import DESIGN_DEFAULTS  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import (  # noqa: E402
+    compare_sweeps,
+    sequential_plan,
+    sequential_stop_rule,
+)
+from sglang._emulator.capacity import plan_memory  # noqa: E402
+from sglang._emulator.model_shape import load_model_shape  # noqa: E402
+from sglang._emulator.perf import build_perf_model, expected_output_throughput  # noqa: E402
+from sglang._emulator.profile import PROFILE_ENV, load_profile  # noqa: E402
+from sglang._emulator.scheduler import lognormal_factor  # noqa: E402
+from sglang.srt.server_args import prepare_server_args  # noqa: E402
+
+DEMO_PROFILE = EMULATOR / "profiles" / "demo.yaml"
+MODEL = EMULATOR / "models" / "Qwen3.5-122B-A10B"
+# The real case's baseline server (design.md): TP=4, NEXTN speculative decoding.
+BASELINE_ARGS = ["--model-path", str(MODEL), "--tp", "4", "--speculative-algorithm", "NEXTN"]
+LEVELS = (1, 4, 16, 32, 64)
+INPUT_LEN = OUTPUT_LEN = 1000
+EFFECTS = (0.0, -0.01, 0.01, -0.03, 0.03, -0.08, 0.08, 0.15)
+NOISE_CVS = (0.01, 0.03)
+FIXED_REPEATS = 5  # tuning_run_bench.repeats: the reference's count, and every candidate's before the rule
+# The pipeline's comparison (roles/tuning_run/defaults: tuning_run_compare) and decision policy (decide_trial's).
+COMPARE = {"min_effect_pct": 2.0, "noise_band_pct": 5.0, "alpha": 0.05}
+# What the pipeline passes to the bench module's stopping rule from tuning_run_compare (roles/tuning_run/tasks/measure.yml).
+COMPARE_BOUND = {"min_effect_pct": COMPARE["min_effect_pct"], "alpha": COMPARE["alpha"]}
+MISSED_FROM_PCT = 3.0
+TARGET_RATIO = 2.0
+TARGET_FALSE_ADOPT_PCT = 5.0
+CACHE = ROOT / ".cache" / "verdict-cost"
+
+
+@dataclasses.dataclass(frozen=True)
+class CostModel:
+    """Real-GPU seconds of one candidate measurement: a restart, then per level a warm-up and each timed run."""
+
+    gpus: int
+    restart_s: float
+    warmup_s: dict[int, float]
+    run_s: dict[int, float]
+    throughput: dict[int, float]
+
+    def gpu_minutes(self, runs_per_level: dict[int, int]) -> float:
+        """GPUs x wall minutes of a restart and the levels measured (a level not measured costs nothing)."""
+        seconds = self.restart_s + sum(self.warmup_s[c] + runs * self.run_s[c] for c, runs in runs_per_level.items())
+        return self.gpus * seconds / 60.0
+
+    def repeat_minutes(self) -> float:
+        return sum(self.run_s.values()) / 60.0
+
+
+def real_case_cost_model() -> CostModel:
+    """The design's real case as the emulator models it (demo.yaml: real-GPU numbers, calibrated to it).
+
+    Restart: the profile's startup phases (weights, draft, graphs, ...) plus the old server's shutdown. Levels: the
+    perf model's steady-state tok/s of the baseline at 1000/1000, times the bench module's default requests
+    (max(2C, 4)) and warm-up requests (max(C, 4)) of 1000 output tokens each."""
+    os.environ[PROFILE_ENV] = str(DEMO_PROFILE)  # the emulator's server args read the profile from there
+    logging.getLogger("sglang").setLevel(logging.ERROR)  # its server-arg notes are for a starting server, not here
+    profile, shape = load_profile(DEMO_PROFILE), load_model_shape(str(MODEL))
+    args = prepare_server_args(BASELINE_ARGS)
+    perf, memory = build_perf_model(profile, args, shape), plan_memory(args, shape, profile)
+    throughput = {c: expected_output_throughput(perf, c, INPUT_LEN, OUTPUT_LEN, memory.max_running_requests)
+                  for c in LEVELS}
+    bench = BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=LEVELS)
+    startup = dataclasses.asdict(profile.startup)
+    return CostModel(
+        gpus=profile.gpu.count, restart_s=sum(startup.values()),
+        warmup_s={c: bench.warmup_for(c) * OUTPUT_LEN / throughput[c] for c in LEVELS},
+        run_s={c: bench.requests_for(c) * OUTPUT_LEN / throughput[c] for c in LEVELS},
+        throughput=throughput,
+    )
+
+
+@dataclasses.dataclass(frozen=True)
+class Scenario:
+    effect: float
+    run_cv: float
+    instance_cv: float
+
+
+class Trial:
+    """One candidate vs its reference: every random draw made up front, so both policies see the same numbers."""
+
+    def __init__(self, rng: random.Random, scenario: Scenario, throughput: dict[int, float], max_repeats: int):
+        reference_start = lognormal_factor(rng, scenario.instance_cv)
+        candidate_start = lognormal_factor(rng, scenario.instance_cv) * (1.0 + scenario.effect)
+        self.reference = _sweep({c: [throughput[c] * reference_start * lognormal_factor(rng, scenario.run_cv)
+                                     for _repeat in range(FIXED_REPEATS)] for c in LEVELS})
+        self.candidate_runs = {c: [throughput[c] * candidate_start * lognormal_factor(rng, scenario.run_cv)
+                                   for _repeat in range(max(max_repeats, FIXED_REPEATS))] for c in LEVELS}
+
+
+def _sweep(values: dict[int, list[float]]) -> dict:
+    return {"levels": [{"concurrency": c, "runs": [{"agg_tok_s": v} for v in runs]} for c, runs in values.items()]}
+
+
+def _adopted(reference: dict, candidate: dict) -> bool:
+    return decide_trial(compare_sweeps(reference, candidate, **COMPARE))["adopt"]
+
+
+def fixed_policy(trial: Trial) -> tuple[bool, dict[int, int]]:
+    candidate = _sweep({c: runs[:FIXED_REPEATS] for c, runs in trial.candidate_runs.items()})
+    return _adopted(trial.reference, candidate), {c: FIXED_REPEATS for c in LEVELS}
+
+
+def sequential_policy(trial: Trial, options: dict) -> tuple[bool, dict[int, int]]:
+    """The bench module's loop: one run at a time per level, the rule asked after each, a regression ends it."""
+    plan = sequential_plan(trial.reference, LEVELS, {**options, **COMPARE_BOUND})
+    stop_rule = sequential_stop_rule(trial.reference, plan)
+    sweep: dict[str, t.Any] = {"levels": [], "not_measured": [], "sequential": plan}
+    for ordinal, concurrency in enumerate(LEVELS):
+        runs: list[dict] = []
+        stopped = None
+        while stopped is None and len(runs) < plan["design"]["max_repeats"]:
+            runs.append({"agg_tok_s": trial.candidate_runs[concurrency][len(runs)]})
+            stopped = stop_after_run(stop_rule, concurrency, runs, _no_progress)
+        sweep["levels"].append({"concurrency": concurrency, "runs": runs, "sequential": stopped})
+        if ends_sweep(sweep, sweep["levels"][-1], LEVELS[ordinal + 1:]):
+            break
+    return _adopted(trial.reference, sweep), {level["concurrency"]: len(level["runs"]) for level in sweep["levels"]}
+
+
+def _no_progress(_event: dict) -> None:
+    return None
+
+
+@dataclasses.dataclass
+class Tally:
+    adopted: int = 0
+    gpu_minutes: float = 0.0
+    runs: int = 0
+    levels: int = 0
+    trials: int = 0
+
+    def add(self, adopted: bool, runs_per_level: dict[int, int], cost: CostModel) -> None:
+        self.adopted += adopted
+        self.gpu_minutes += cost.gpu_minutes(runs_per_level)
+        self.runs += sum(runs_per_level.values())
+        self.levels += len(runs_per_level)
+        self.trials += 1
+
+    def as_dict(self) -> dict:
+        return {"adopt_pct": 100.0 * self.adopted / self.trials, "gpu_min": self.gpu_minutes / self.trials,
+                "repeats_per_level": self.runs / self.levels, "levels_measured": self.levels / self.trials}
+
+
+POLICIES: dict[str, t.Callable[[Trial, dict], tuple[bool, dict[int, int]]]] = {
+    "fixed": lambda trial, _options: fixed_policy(trial), "sequential": sequential_policy,
+}
+
+
+def simulate_cell(scenario: Scenario, trials: int, seed: int, cost: CostModel, options: dict,
+                  policies: t.Sequence[str] = tuple(POLICIES)) -> dict:
+    """``trials`` seeded trials of one scenario under each policy (same draws); ``options`` is the stopping rule."""
+    rng = random.Random(seed)
+    tallies = {policy: Tally() for policy in policies}
+    max_repeats = options.get("max_repeats", DESIGN_DEFAULTS["max_repeats"])
+    for _trial in range(trials):
+        trial = Trial(rng, scenario, cost.throughput, max_repeats)
+        for policy, tally in tallies.items():
+            tally.add(*POLICIES[policy](trial, options), cost)
+    return {"effect_pct": 100.0 * scenario.effect, "run_cv_pct": 100.0 * scenario.run_cv,
+            "instance_cv_pct": 100.0 * scenario.instance_cv, "trials": trials,
+            **{policy: tally.as_dict() for policy, tally in tallies.items()}}
+
+
+def simulate(trials: int, seed: int, cost: CostModel, instance_cv: float, options: dict | None = None,
+             effects: t.Sequence[float] = EFFECTS, noise_cvs: t.Sequence[float] = NOISE_CVS) -> list[dict]:
+    """One cell per (noise CV, effect), each with its own seed derived from ``seed``."""
+    cells = []
+    for cv_index, run_cv in enumerate(noise_cvs):
+        for effect_index, effect in enumerate(effects):
+            cell_seed = seed * 1000 + cv_index * 100 + effect_index
+            cells.append(simulate_cell(Scenario(effect, run_cv, instance_cv), trials, cell_seed, cost, options or {}))
+    return cells
+
+
+def _pooled(cells: list[dict], policy: str, key: str, select: t.Callable[[dict], bool]) -> float:
+    chosen = [cell for cell in cells if select(cell)]
+    return sum(cell[policy][key] * cell["trials"] for cell in chosen) / sum(cell["trials"] for cell in chosen)
+
+
+def headline(cells: list[dict]) -> dict:
+    """GPU-minutes per configuration over every cell; false-adopt at effect 0; missed among effects >= 3 %."""
+    numbers = {}
+    for policy in ("fixed", "sequential"):
+        numbers[policy] = {
+            "gpu_min": _pooled(cells, policy, "gpu_min", lambda cell: True),
+            "false_adopt_pct": _pooled(cells, policy, "adopt_pct", lambda cell: cell["effect_pct"] == 0),
+            "missed_pct": 100.0 - _pooled(cells, policy, "adopt_pct",
+                                          lambda cell: cell["effect_pct"] >= MISSED_FROM_PCT - 1e-9),
+        }
+    numbers["ratio"] = numbers["fixed"]["gpu_min"] / numbers["sequential"]["gpu_min"]
+    return numbers
+
+
+def target_failures(numbers: dict) -> list[str]:
+    fixed, sequential = numbers["fixed"], numbers["sequential"]
+    problems = []
+    if numbers["ratio"] < TARGET_RATIO:
+        problems.append(f"GPU-minutes ratio {numbers['ratio']:.2f}x is below {TARGET_RATIO:g}x")
+    if sequential["false_adopt_pct"] > min(fixed["false_adopt_pct"], TARGET_FALSE_ADOPT_PCT):
+        problems.append(f"false-adopt {sequential['false_adopt_pct']:.1f}% is above min(fixed "
+                        f"{fixed['false_adopt_pct']:.1f}%, {TARGET_FALSE_ADOPT_PCT:g}%)")
+    if sequential["missed_pct"] > fixed["missed_pct"]:
+        problems.append(f"missed>=3% {sequential['missed_pct']:.1f}% is above fixed {fixed['missed_pct']:.1f}%")
+    return problems
+
+
+def last_line(numbers: dict) -> str:
+    fixed, sequential = numbers["fixed"], numbers["sequential"]
+    return (f"verdict cost: fixed {fixed['gpu_min']:.1f} GPU-min, sequential {sequential['gpu_min']:.1f} GPU-min, "
+            f"ratio {numbers['ratio']:.2f}x; false-adopt fixed {fixed['false_adopt_pct']:.1f}% sequential "
+            f"{sequential['false_adopt_pct']:.1f}%; missed>=3% fixed {fixed['missed_pct']:.1f}% sequential "
+            f"{sequential['missed_pct']:.1f}%")
+
+
+def cost_lines(cost: CostModel, instance_cv: float) -> list[str]:
+    levels = ", ".join(f"C={c}: {cost.throughput[c]:.0f} tok/s, warm-up {cost.warmup_s[c]:.0f} s, "
+                       f"run {cost.run_s[c]:.0f} s" for c in LEVELS)
+    fixed = cost.gpu_minutes({c: FIXED_REPEATS for c in LEVELS})
+    return [
+        f"cost model (demo profile, real-GPU seconds): {cost.gpus} GPUs; restart {cost.restart_s:.0f} s (startup "
+        "phases + shutdown); one repeat of the 1000/1000 sweep "
+        f"{cost.repeat_minutes():.1f} min; a fixed 5-repeat configuration {fixed:.1f} GPU-min",
+        f"levels: {levels}",
+        f"noise: run CV as in the rows, per server start instance CV {100 * instance_cv:.1f}% (demo profile)",
+    ]
+
+
+def table_lines(cells: list[dict]) -> list[str]:
+    header = ("| run CV | effect | adopted fixed | adopted seq | repeats/level fixed | repeats/level seq | "
+              "levels seq | GPU-min fixed | GPU-min seq | ratio |")
+    lines = [header, "|" + "---:|" * (header.count("|") - 1)]
+    for cell in cells:
+        fixed, sequential = cell["fixed"], cell["sequential"]
+        lines.append(
+            f"| {cell['run_cv_pct']:.0f}% | {cell['effect_pct']:+.0f}% | {fixed['adopt_pct']:.1f}% | "
+            f"{sequential['adopt_pct']:.1f}% | {fixed['repeats_per_level']:.1f} | {sequential['repeats_per_level']:.2f} | "
+            f"{sequential['levels_measured']:.2f} | {fixed['gpu_min']:.1f} | {sequential['gpu_min']:.1f} | "
+            f"{fixed['gpu_min'] / sequential['gpu_min']:.2f}x |")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="150 trials per cell instead of 2000 (< 2 min)")
+    parser.add_argument("--trials", type=int, help="trials per (effect, noise) cell")
+    parser.add_argument("--seed", type=int, default=18)
+    args = parser.parse_args(argv)
+    trials = args.trials or (150 if args.quick else 2000)
+    started = time.monotonic()
+    cost = real_case_cost_model()
+    instance_cv = load_profile(DEMO_PROFILE).instance_cv
+    cells = simulate(trials, args.seed, cost, instance_cv)
+    numbers = headline(cells)
+    for line in cost_lines(cost, instance_cv) + [""] + table_lines(cells):
+        print(line)
+    problems = target_failures(numbers)
+    print(f"\n{trials} trials per cell, seed {args.seed}, {time.monotonic() - started:.0f} s; targets: "
+          + ("all met" if not problems else "NOT MET: " + "; ".join(problems)))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    (CACHE / ("results-quick.json" if args.quick else "results.json")).write_text(json.dumps(
+        {"trials": trials, "seed": args.seed, "cost_model": dataclasses.asdict(cost), "cells": cells,
+         "headline": numbers}, indent=2) + "\n")
+    print(last_line(numbers))
+    return 0 if not problems else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,377 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Group-sequential stopping rule for A/B verdicts: after each candidate repeat, stop or measure one more.
+
+Note that this module util is private to the llmops.sglang collection; do not use it from other collections.
+
+The reference configuration's runs are measured already (a fixed count); the candidate's runs arrive one at a time.
+At every look k (min_repeats <= k <= max_repeats candidate runs) a level is judged on the log of its metric with a
+pooled-variance t statistic T_k = (mean log candidate - mean log reference) / se_k, where
+se_k = s * sqrt(1/n_reference + 1/k). The candidate's mean is a random walk in the information
+I_k = 1 / se_k^2 (the reference mean is shared by every look), so the looks have the canonical joint distribution of
+group-sequential tests (Jennison & Turnbull, ch. 3) at the information fractions t_k = I_k / I_max.
+
+Two boundaries, each from a Lan-DeMets spending function over those fractions (recursive numerical integration of
+the joint distribution, Armitage-McPherson-Rowe), converted look by look to Student-t quantiles with the look's
+n_reference + k - 2 degrees of freedom:
+
+* efficacy, two-sided, spending the level's share of ``alpha``: ``improved`` (``regressed``) when T_k crosses the
+  upper (lower) boundary AND the change is at least the effect threshold the fixed rule uses
+  (max(min_effect_pct, 2 x pooled CV)). A sweep is adopted when any of its L levels improved, so each level spends
+  alpha / L (Bonferroni): under no true change the chance that some level of the sweep ever claims a change is at
+  most alpha;
+* no change, spending ``beta``: ``no_change`` when the change's repeated confidence interval, built from the
+  one-sided beta design, lies inside (-threshold, +threshold). (Z_k - theta sqrt(I_k)) has the null distribution
+  whatever the true effect theta, so a true change of at least the threshold is stopped as ``no_change`` at some look
+  with probability at most beta. The boundary is non-binding: it was computed as if efficacy never stopped, which
+  only makes it conservative.
+
+At max_repeats the last look decides: the efficacy boundary there spends what is left of alpha, and a level that
+does not cross it is ``no_change``. Pure functions, stdlib only: the rule runs in the ``bench`` module on the GPU
+host, whose Python (SGLang's venv) need not have scipy.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import statistics
+import typing as t
+
+SPENDING_FUNCTIONS = ("obrien_fleming", "pocock")
+DECISIONS = ("continue", "improved", "regressed", "no_change")
+# beta 0.2: a change as large as the effect threshold is stopped as "no change" at most 20% of the time (the usual
+# 80% power); the fixed 5-repeat rule finds a change of exactly the threshold about half the time.
+DESIGN_DEFAULTS = {"min_repeats": 2, "max_repeats": 10, "spending": "obrien_fleming", "futility_spending": "pocock",
+                   "beta": 0.2, "stop_on_regression": True}
+# Past 50 repeats a sweep costs hours of GPU time per configuration; the boundary recursion is quadratic in looks.
+MAX_REPEATS_LIMIT = 50
+# Grid of the recursive integration: 201 Simpson points per look keep boundaries within 1e-3 of published tables.
+GRID_POINTS = 201
+# Densities beyond 8 standard deviations carry less than 1e-15 probability.
+GRID_HALF_WIDTH_SD = 8.0
+NORMAL = statistics.NormalDist()
+
+
+# ---- spending functions -------------------------------------------------------------------------------------
+
+def spent(fraction: float, total: float, spending: str) -> float:
+    """One-sided error spent by information fraction ``fraction`` (Lan & DeMets 1983; Kim & DeMets 1987).
+
+    ``obrien_fleming``: 2 - 2 Phi(z_{1-total/2} / sqrt(t)), almost nothing early, nearly all at the end (the last
+    look is close to a fixed-sample test). ``pocock``: total * ln(1 + (e - 1) t), spread evenly over the looks.
+    A two-sided design spends alpha/2 this way on each side (gsDesign's convention, so the boundaries match the
+    published tables).
+    """
+    if fraction <= 0:
+        return 0.0
+    fraction = min(fraction, 1.0)
+    if spending == "obrien_fleming":
+        return 2.0 - 2.0 * NORMAL.cdf(NORMAL.inv_cdf(1.0 - total / 2.0) / math.sqrt(fraction))
+    return total * math.log(1.0 + (math.e - 1.0) * fraction)
+
+
+# ---- Student t (stdlib has none) ----------------------------------------------------------------------------
+
+def _beta_continued_fraction(a: float, b: float, x: float) -> float:
+    """Continued fraction of the incomplete beta function (modified Lentz, Numerical Recipes 6.4)."""
+    tiny = 1e-300
+    c, d = 1.0, 1.0 - (a + b) * x / (a + 1.0)
+    d = 1.0 / (d if abs(d) > tiny else tiny)
+    result = d
+    for m in range(1, 300):
+        for numerator in (m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m)),
+                          -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))):
+            d = 1.0 + numerator * d
+            d = 1.0 / (d if abs(d) > tiny else tiny)
+            c = 1.0 + numerator / c
+            c = c if abs(c) > tiny else tiny
+            result *= c * d
+        if abs(c * d - 1.0) < 1e-15:
+            break
+    return result
+
+
+def _regularized_beta(x: float, a: float, b: float) -> float:
+    if x <= 0.0:
+        return 0.0
+    if x >= 1.0:
+        return 1.0
+    log_front = math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x)
+    if x < (a + 1.0) / (a + b + 2.0):
+        return math.exp(log_front) * _beta_continued_fraction(a, b, x) / a
+    return 1.0 - math.exp(log_front) * _beta_continued_fraction(b, a, 1.0 - x) / b
+
+
+def t_upper_tail(value: float, df: float) -> float:
+    """P(T > value) for Student's t with ``df`` degrees of freedom."""
+    if math.isinf(value):
+        return 0.0 if value > 0 else 1.0
+    tail = 0.5 * _regularized_beta(df / (df + value * value), df / 2.0, 0.5)
+    return tail if value >= 0 else 1.0 - tail
+
+
+def t_quantile_upper(tail: float, df: float) -> float:
+    """The value with P(T > value) = ``tail`` (0 < tail <= 0.5); infinity for a tail too small to matter."""
+    if tail <= 1e-300:
+        return math.inf
+    low, high = 0.0, 1.0
+    while t_upper_tail(high, df) > tail:
+        low, high = high, high * 2.0
+        if high > 1e150:
+            return math.inf
+    for _step in range(200):
+        middle = (low + high) / 2.0
+        if t_upper_tail(middle, df) > tail:
+            low = middle
+        else:
+            high = middle
+        if high - low <= 1e-12 * high:
+            break
+    return (low + high) / 2.0
+
+
+# ---- boundaries by recursive integration -------------------------------------------------------------------
+
+def _simpson_weights(points: int, step: float) -> list[float]:
+    return [step / 3.0 * (1 if i in (0, points - 1) else 4 if i % 2 else 2) for i in range(points)]
+
+
+def _grid(low: float, high: float) -> tuple[list[float], list[float]]:
+    step = (high - low) / (GRID_POINTS - 1)
+    return [low + i * step for i in range(GRID_POINTS)], _simpson_weights(GRID_POINTS, step)
+
+
+def _continuation_range(z_bound: float, fraction: float, two_sided: bool) -> tuple[float, float]:
+    """Where paths continue after a look, on the score scale B = Z sqrt(t) (variance t), truncated at 8 sd."""
+    edge = GRID_HALF_WIDTH_SD * math.sqrt(fraction)
+    bound = min(z_bound * math.sqrt(fraction), edge)
+    return (-bound, bound) if two_sided else (-bound, edge)
+
+
+def _exit_probability(nodes: list[tuple[float, float]], bound: float, sd: float, two_sided: bool) -> float:
+    """P(the next look crosses ``bound``) from continuing paths given as (score, weight x density) nodes."""
+    total = 0.0
+    for score, mass in nodes:
+        below = NORMAL.cdf((-bound - score) / sd)
+        above = NORMAL.cdf((score - bound) / sd) if two_sided else 0.0
+        total += mass * (below + above)
+    return total
+
+
+def _solve_bound(nodes: list[tuple[float, float]], target: float, fraction: float, sd: float,
+                 two_sided: bool) -> float:
+    """The z boundary whose crossing probability at this look is ``target`` (bisection; crossing falls with z)."""
+    low, high = 0.0, GRID_HALF_WIDTH_SD + 4.0
+    if _exit_probability(nodes, high * math.sqrt(fraction), sd, two_sided) >= target:
+        return high
+    for _step in range(60):
+        middle = (low + high) / 2.0
+        if _exit_probability(nodes, middle * math.sqrt(fraction), sd, two_sided) > target:
+            low = middle
+        else:
+            high = middle
+    return (low + high) / 2.0
+
+
+def _propagate(nodes: list[tuple[float, float]], grid: tuple[list[float], list[float]],
+               sd: float) -> list[tuple[float, float]]:
+    """Density of continuing paths at the next look's grid points (Gaussian increments of variance sd^2)."""
+    scale = 1.0 / (sd * math.sqrt(2.0 * math.pi))
+    points, weights = grid
+    propagated = []
+    for point, weight in zip(points, weights):
+        density = sum(mass * math.exp(-0.5 * ((point - score) / sd) ** 2) for score, mass in nodes) * scale
+        propagated.append((point, weight * density))
+    return propagated
+
+
+@functools.lru_cache(maxsize=64)
+def crossing_boundaries(fractions: tuple[float, ...], per_side: float, spending: str,
+                        two_sided: bool) -> tuple[float, ...]:
+    """z boundaries of a group-sequential design: under no drift, the probability of first crossing a side at look
+    j is spent(t_j) - spent(t_{j-1}) of ``per_side``; ``two_sided`` crosses |Z| >= c, otherwise Z <= -c."""
+    sides = 2.0 if two_sided else 1.0
+    bounds = [NORMAL.inv_cdf(1.0 - spent(fractions[0], per_side, spending))]
+    nodes = _first_look_nodes(bounds[0], fractions[0], two_sided)
+    for previous, fraction in zip(fractions, fractions[1:]):
+        sd = math.sqrt(fraction - previous)
+        target = sides * (spent(fraction, per_side, spending) - spent(previous, per_side, spending))
+        bounds.append(_solve_bound(nodes, target, fraction, sd, two_sided))
+        nodes = _propagate(nodes, _grid(*_continuation_range(bounds[-1], fraction, two_sided)), sd)
+    return tuple(bounds)
+
+
+def _first_look_nodes(z_bound: float, fraction: float, two_sided: bool) -> list[tuple[float, float]]:
+    points, weights = _grid(*_continuation_range(z_bound, fraction, two_sided))
+    sd = math.sqrt(fraction)
+    return [(point, weight * NORMAL.pdf(point / sd) / sd) for point, weight in zip(points, weights)]
+
+
+# ---- the design of one level --------------------------------------------------------------------------------
+
+def information_fractions(n_reference: int, min_repeats: int, max_repeats: int) -> tuple[float, ...]:
+    """t_k = I_k / I_max for k = min..max candidate runs against ``n_reference`` fixed reference runs."""
+    final = 1.0 / n_reference + 1.0 / max_repeats
+    return tuple(final / (1.0 / n_reference + 1.0 / k) for k in range(min_repeats, max_repeats + 1))
+
+
+@functools.lru_cache(maxsize=64)
+def look_table(n_reference: int, min_repeats: int, max_repeats: int, alpha: float, beta: float, spending: str,
+               futility_spending: str) -> tuple[dict, ...]:
+    """Per look (k = min..max): information fraction, error spent so far, and both boundaries as t quantiles."""
+    fractions = information_fractions(n_reference, min_repeats, max_repeats)
+    efficacy = crossing_boundaries(fractions, alpha / 2.0, spending, True)
+    no_change = crossing_boundaries(fractions, beta, futility_spending, False)
+    looks = []
+    for index, repeats in enumerate(range(min_repeats, max_repeats + 1)):
+        df = n_reference + repeats - 2
+        looks.append({
+            "repeats": repeats, "fraction": fractions[index], "df": df,
+            "alpha_spent": 2.0 * spent(fractions[index], alpha / 2.0, spending),
+            "beta_spent": spent(fractions[index], beta, futility_spending),
+            "efficacy_z": efficacy[index], "no_change_z": no_change[index],
+            # Same nominal tail as the z boundary, at the look's degrees of freedom (the variance is estimated).
+            "efficacy_t": t_quantile_upper(1.0 - NORMAL.cdf(efficacy[index]), df),
+            "no_change_t": t_quantile_upper(1.0 - NORMAL.cdf(no_change[index]), df),
+        })
+    return tuple(looks)
+
+
+def _require_int(name: str, value: t.Any, minimum: int, maximum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ValueError(f"{name} must be an integer from {minimum} to {maximum}, got {value!r}")
+    return value
+
+
+def _require_share(name: str, value: t.Any, maximum: float) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < maximum:
+        raise ValueError(f"{name} must be a number above 0 and below {maximum:g}, got {value!r}")
+    return float(value)
+
+
+def validated_design(options: dict, *, alpha: float, levels: int, where: str = "sequential") -> dict:
+    """The design with defaults filled in; ValueError naming ``<where>.<field>`` for anything unusable.
+
+    ``alpha`` is the comparison's two-sided significance level for the whole sweep of ``levels`` levels; each level
+    spends ``level_alpha`` = alpha / levels over its looks."""
+    unknown = sorted(set(options) - set(DESIGN_DEFAULTS))
+    if unknown:
+        raise ValueError(f"{where}: unknown option(s) {', '.join(unknown)}; known: {', '.join(DESIGN_DEFAULTS)}")
+    design = {**DESIGN_DEFAULTS, **{key: value for key, value in options.items() if value is not None}}
+    maximum = _require_int(f"{where}.max_repeats", design["max_repeats"], 1, MAX_REPEATS_LIMIT)
+    _require_int(f"{where}.min_repeats", design["min_repeats"], 1, maximum)
+    for key in ("spending", "futility_spending"):
+        if design[key] not in SPENDING_FUNCTIONS:
+            raise ValueError(f"{where}.{key} must be one of {', '.join(SPENDING_FUNCTIONS)}, got {design[key]!r}")
+    design["beta"] = _require_share(f"{where}.beta", design["beta"], 0.5)
+    if not isinstance(design["stop_on_regression"], bool):
+        raise ValueError(f"{where}.stop_on_regression must be true or false, got {design['stop_on_regression']!r}")
+    design["alpha"] = _require_share("alpha", alpha, 1.0)
+    design["levels"] = _require_int("levels", levels, 1, 1000)
+    design["level_alpha"] = design["alpha"] / design["levels"]
+    return design
+
+
+# ---- one look at one level ----------------------------------------------------------------------------------
+
+def _log_values(values: list[float], side: str) -> list[float]:
+    for index, value in enumerate(values):
+        if value <= 0:
+            raise ValueError(f"{side} run {index + 1} is {value!r}: a sequential verdict needs positive values")
+    return [math.log(value) for value in values]
+
+
+def _log_statistics(reference: list[float], candidate: list[float]) -> tuple[float, float, int]:
+    """Mean log ratio, its standard error from the pooled variance, and that variance's degrees of freedom."""
+    ref, cand = _log_values(reference, "reference"), _log_values(candidate, "candidate")
+    squares = sum((v - statistics.fmean(ref)) ** 2 for v in ref)
+    if len(cand) > 1:
+        squares += sum((v - statistics.fmean(cand)) ** 2 for v in cand)
+    df = len(ref) + len(cand) - 2
+    se = math.sqrt(squares / df) * math.sqrt(1.0 / len(ref) + 1.0 / len(cand))
+    return statistics.fmean(cand) - statistics.fmean(ref), se, df
+
+
+def _pct(log_ratio: float) -> float:
+    return math.expm1(log_ratio) * 100.0
+
+
+def _t_statistic(estimate: float, se: float) -> float:
+    # Identical runs on both sides leave no variance: any difference is then infinitely significant.
+    if se > 0:
+        return estimate / se
+    return math.copysign(math.inf, estimate) if estimate else 0.0
+
+
+def _decide(estimate: float, se: float, look: dict, threshold: float, last: bool) -> tuple[str, str | None]:
+    """Decision and the boundary that made it, on the log scale (``threshold`` = log(1 + threshold_pct/100))."""
+    statistic = _t_statistic(estimate, se)
+    if statistic >= look["efficacy_t"] and estimate >= threshold:
+        return "improved", "efficacy_upper"
+    if statistic <= -look["efficacy_t"] and estimate <= -threshold:
+        return "regressed", "efficacy_lower"
+    if abs(estimate) + look["no_change_t"] * se < threshold:
+        return "no_change", "no_change"
+    if last:
+        return "no_change", "max_repeats"
+    return "continue", None
+
+
+def _reason(decision: str, boundary: str | None, record: dict) -> str:
+    k, bound = record["repeats"], record["efficacy_bound"]
+    if boundary == "efficacy_upper" or boundary == "efficacy_lower":
+        side = "upper" if boundary == "efficacy_upper" else "lower"
+        return (f"{decision}: t = {record['statistic']:+.2f} crossed the {side} boundary ±{bound:.2f} at repeat {k} "
+                f"(alpha spent {record['alpha_spent']:.4f} of {record['level_alpha']:.4g}) and the change "
+                f"{record['estimate_pct']:+.2f}% is beyond ±{record['threshold_pct']:.2f}%")
+    if boundary == "no_change":
+        return (f"no change: the change {record['estimate_pct']:+.2f}% ± {record['no_change_bound']:.2f} se lies "
+                f"inside ±{record['threshold_pct']:.2f}% at repeat {k} (beta spent {record['beta_spent']:.4f} of "
+                f"{record['beta']:g})")
+    if boundary == "max_repeats":
+        return (f"no change: max_repeats {k} reached without crossing a boundary (t = {record['statistic']:+.2f}, "
+                f"final boundary ±{bound:.2f}, change {record['estimate_pct']:+.2f}%)")
+    return f"continue: undecided at repeat {k} (t = {record['statistic']:+.2f}, boundary ±{bound:.2f})"
+
+
+def _early(reference: list[float], candidate: list[float], design: dict) -> dict:
+    k = len(candidate)
+    return {"decision": "continue", "boundary": None, "repeats": k, "n_reference": len(reference),
+            "min_repeats": design["min_repeats"], "max_repeats": design["max_repeats"],
+            "reason": f"continue: {k} of at least {design['min_repeats']} repeats"}
+
+
+def look_at_level(reference: list[float], candidate: list[float], threshold_pct: float, design: dict) -> dict:
+    """The sequential decision for one level after ``len(candidate)`` candidate runs.
+
+    Returns the record of the look: ``decision`` (continue | improved | regressed | no_change), ``boundary`` (what
+    stopped it: efficacy_upper | efficacy_lower | no_change | max_repeats, or None), ``statistic`` (t), the boundaries
+    at this look, the error spent so far, the estimate with its repeated confidence interval, and ``reason``."""
+    if len(reference) < 2:
+        raise ValueError(f"a sequential verdict needs at least 2 reference runs, got {len(reference)}")
+    if len(candidate) > design["max_repeats"]:
+        raise ValueError(f"{len(candidate)} candidate runs exceed the design's max_repeats {design['max_repeats']}")
+    if len(candidate) < design["min_repeats"]:
+        return _early(reference, candidate, design)
+    looks = look_table(len(reference), design["min_repeats"], design["max_repeats"], design["level_alpha"],
+                       design["beta"], design["spending"], design["futility_spending"])
+    look = looks[len(candidate) - design["min_repeats"]]
+    estimate, se, df = _log_statistics(reference, candidate)
+    threshold = math.log1p(threshold_pct / 100.0)
+    decision, boundary = _decide(estimate, se, look, threshold, len(candidate) == design["max_repeats"])
+    statistic = _t_statistic(estimate, se)
+    half_width = look["efficacy_t"] * se
+    record = {
+        "decision": decision, "boundary": boundary, "repeats": len(candidate), "n_reference": len(reference),
+        "min_repeats": design["min_repeats"], "max_repeats": design["max_repeats"], "df": df,
+        "statistic": statistic, "efficacy_bound": look["efficacy_t"], "no_change_bound": look["no_change_t"],
+        "information_fraction": look["fraction"], "level_alpha": design["level_alpha"],
+        "alpha_spent": look["alpha_spent"],
+        "beta": design["beta"], "beta_spent": look["beta_spent"], "threshold_pct": threshold_pct,
+        "estimate_pct": _pct(estimate), "se_log": se,
+        "p_value": 2.0 * t_upper_tail(abs(statistic), df),
+        # The repeated confidence interval: it covers the true change at every look at once with 1 - level_alpha.
+        "ci_low_pct": _pct(estimate - half_width), "ci_high_pct": _pct(estimate + half_width),
+    }
+    record["reason"] = _reason(decision, boundary, record)
+    return record
