@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """Run the SGLang emulator (tests/emulator) once for a profile and give back its --help and startup log.
 
-The profile is copied with ``time_scale`` 0.001 (startup in well under a second) and otherwise unchanged,
+The profile (its effective document, ``base`` merged in) is copied with ``time_scale`` 0.001 (startup in well
+under a second) and otherwise unchanged,
 so the release it names (``sglang_version``) and everything it logs are the profile's own.
 """
 from __future__ import annotations
@@ -16,6 +17,8 @@ from pathlib import Path
 
 import yaml
 
+from tests.emulator.profiles import profile_document
+
 ROOT = Path(__file__).resolve().parents[2]
 EMULATOR = ROOT / "tests" / "emulator"
 QWEN = str(EMULATOR / "models" / "Qwen3.5-122B-A10B")
@@ -28,7 +31,8 @@ def _env(profile: Path, state_dir: Path) -> dict[str, str]:
 
 
 def fast_profile(profile: Path, directory: Path) -> Path:
-    document = yaml.safe_load(profile.read_text(encoding="utf-8"))
+    """The profile's effective document (its ``base`` merged in) with a fast clock and a fixed seed."""
+    document = profile_document(profile)
     document.update(time_scale=0.001, seed=7)
     target = directory / profile.name
     target.write_text(yaml.safe_dump(document), encoding="utf-8")

@@ -6,7 +6,6 @@ and the emulator's lookup against the release its profile names."""
 from __future__ import annotations
 
 import json
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +16,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils import moe_rules
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import config_file_name
 from tests.conformance.moe_checks import (
     ENTRY, INSTALLED_TRITON, TREE, TUNER_CLI, check_moe_lookup, check_tuner_driving, run_real, write_tree)
+from tests.emulator.profiles import profile_document
+from tests.emulator.profiles import profile_release as release_of
 
 
 @pytest.mark.parametrize("version", moe_rules.CHECKED_RELEASES)
@@ -60,12 +61,8 @@ def emulator_profiles() -> list[Path]:
 
 
 def profile_release(profile: Path) -> tuple[str, str]:
-    """(sglang version the profile names, else the emulator package's; its GPU name)."""
-    import yaml
-
-    document = yaml.safe_load(profile.read_text(encoding="utf-8"))
-    package = re.search(r'__version__ = "([^"]+)"', (EMULATOR / "sglang" / "sglang" / "version.py").read_text()).group(1)
-    return str(document.get("sglang_version") or package), document["gpu"]["name"]
+    """(sglang version the profile names, else the emulator package's; its GPU name), from its effective document."""
+    return release_of(profile), profile_document(profile)["gpu"]["name"]
 
 
 def run_emulator(profile: Path, scenarios: list[dict], state_dir: Path) -> list[dict]:
@@ -89,7 +86,7 @@ def test_the_emulators_lookup_is_its_releases(profile, release, tmp_path):
     if release is not None:
         import yaml
 
-        document = yaml.safe_load(profile.read_text(encoding="utf-8"))
+        document = profile_document(profile)
         document["sglang_version"] = release
         profile = tmp_path / f"{profile.stem}-{release}.yaml"
         profile.write_text(yaml.safe_dump(document), encoding="utf-8")

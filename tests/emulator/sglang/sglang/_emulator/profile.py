@@ -5,7 +5,9 @@
 Time convention: every duration in a profile is what the real GPU would take ("emulated time");
 the emulator really sleeps `duration * time_scale`. With time_scale s a client measuring wall
 time sees throughputs of real/s (s=0.02 => 50x the real numbers). The schema is documented in
-tests/emulator/README.md; unknown keys are rejected with the key's dotted path.
+tests/emulator/README.md; unknown keys are rejected with the key's dotted path. A profile may derive
+from another (`base: other.yaml`, relative to its own directory): its keys are deep-merged over the base's
+(mappings merge key by key, any other value replaces), so a variant states only what differs.
 """
 from __future__ import annotations
 
@@ -21,6 +23,8 @@ PROFILE_ENV = "SGLANG_EMULATOR_PROFILE"
 DEFAULT_PROFILE_PATH = "/etc/sglang-emulator/profile.yaml"
 # Sections other emulator parts own and validate themselves (kept verbatim in Profile.raw).
 FREE_FORM_SECTIONS = ("tuner",)
+# A profile derived from another names it here (a path relative to the deriving profile's directory).
+BASE_KEY = "base"
 
 
 class ProfileError(ValueError):
@@ -172,26 +176,71 @@ def emulated_version(profile: Profile | None = None) -> str:
     return __version__
 
 
+def release_tuple(version: str) -> tuple[int, ...]:
+    """``"0.5.23"`` -> ``(0, 5, 23)``: releases compare by their numbers."""
+    return tuple(int(part) for part in version.split(".")[:3])
+
+
+def emulated_release(profile: Profile | None = None) -> tuple[int, ...]:
+    """The release the emulator plays (emulated_version) as a comparable tuple."""
+    return release_tuple(emulated_version(profile))
+
+
 def load_profile(path: str | os.PathLike[str] | None = None) -> Profile:
     """Load and validate a profile; default path: $SGLANG_EMULATOR_PROFILE, else /etc/sglang-emulator/profile.yaml."""
     profile_path = Path(path or os.environ.get(PROFILE_ENV) or DEFAULT_PROFILE_PATH)
-    try:
-        import yaml
-    except ImportError as exc:  # the emulator venv always has PyYAML; say so if it does not
-        raise ProfileError("reading an emulator profile needs PyYAML (pip install pyyaml)") from exc
-    try:
-        document = yaml.safe_load(profile_path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ProfileError(f"cannot read emulator profile {profile_path}: {exc.strerror}") from exc
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"emulator profile {profile_path} is not valid YAML: {exc}") from exc
-    if not isinstance(document, dict):
-        raise ProfileError(f"emulator profile {profile_path} must be a mapping at the top level")
+    document = load_document(profile_path)
     typed = {key: value for key, value in document.items() if key not in FREE_FORM_SECTIONS}
     values = _convert_mapping(Profile, typed, "", str(profile_path))
     profile = Profile(**values, raw=document, path=str(profile_path))
     _check_ranges(profile)
     return profile
+
+
+def load_document(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The profile's YAML mapping with its `base` chain deep-merged in (the effective document, no `base` key)."""
+    return _merged_document(Path(path), ())
+
+
+def _merged_document(path: Path, seen: tuple[Path, ...]) -> dict[str, Any]:
+    document = _read_mapping(path)
+    base = document.pop(BASE_KEY, None)
+    if base is None:
+        return document
+    if not isinstance(base, str) or not base:
+        raise ProfileError(f"{path}: '{BASE_KEY}' must be the path of another profile")
+    base_path = (path.parent / base).resolve()
+    if base_path in seen or base_path == path.resolve():
+        chain = " -> ".join(str(p) for p in (*seen, path.resolve(), base_path))
+        raise ProfileError(f"{path}: '{BASE_KEY}' chain loops: {chain}")
+    return deep_merge(_merged_document(base_path, (*seen, path.resolve())), document)
+
+
+def deep_merge(base: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """`override` over `base`: mappings merge key by key (recursively), any other value replaces the base's."""
+    merged = dict(base)
+    for key, value in override.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_mapping(path: Path) -> dict[str, Any]:
+    try:
+        import yaml
+    except ImportError as exc:  # the emulator venv always has PyYAML; say so if it does not
+        raise ProfileError("reading an emulator profile needs PyYAML (pip install pyyaml)") from exc
+    try:
+        document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ProfileError(f"cannot read emulator profile {path}: {exc.strerror}") from exc
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"emulator profile {path} is not valid YAML: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ProfileError(f"emulator profile {path} must be a mapping at the top level")
+    return document
 
 
 def _convert_mapping(cls: type, mapping: Any, where: str, source: str) -> dict[str, Any]:
