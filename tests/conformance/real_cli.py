@@ -6,7 +6,7 @@ Run as a script in a fresh interpreter (it installs import hooks):
 ``python real_cli.py SRC_DIR DEPS_DIR`` with SRC_DIR the unpacked wheel (holding ``sglang/``) and
 DEPS_DIR a directory of light pure dependencies the CLI code needs (msgspec for 0.5.20+). Prints one
 JSON document: ``{"prog", "help", "options": [{option_strings, dest, nargs, choices, const, takes_value,
-action, hidden, const_value, metavar, type, required, help}], "fields": [[name, repr of default], ...]}`` (hidden:
+action, hidden, const_value, metavar, type, required, new_flag, help}], "fields": [[name, repr of default], ...]}`` (hidden:
 ``help=argparse.SUPPRESS``, accepted but not listed by --help; const_value: what SGLang's
 ``DeprecatedStoreConstAction`` stores; fields: the ServerArgs fields a ``server_args=`` dump lists, in order).
 
@@ -203,6 +203,7 @@ def main() -> None:
             "const_value": _value_of(getattr(action, "const_value", None)),
             "metavar": _value_of(action.metavar), "type": getattr(action.type, "__name__", None),
             "required": bool(action.required),
+            "new_flag": getattr(action, "new_flag", None),
             "help": None if action.help in (None, argparse.SUPPRESS) else str(action.help),
         })
     json.dump({"prog": parser.prog, "help": parser.format_help(), "options": options,

@@ -189,6 +189,27 @@ def templates(src_dir: str | Path, anchor: str, *, anywhere: bool = False) -> li
     return matches
 
 
+# A template led by a placeholder counts only with this much literal text around its placeholders: "{e}" or
+# "{label}: {exc}" would match any line.
+MIN_LEADING_PLACEHOLDER_LITERAL = 25
+
+
+@lru_cache(maxsize=None)
+def placeholder_led_templates(src_dir: str | Path) -> tuple[Template, ...]:
+    """Every log call of the release whose message starts with a placeholder and has substantial literal text
+    (0.5.17+ memory_pool.py ``f"{cache_name} {'VA upper bound' if ... else 'is allocated'}. dtype: ..."``, whose
+    line starts with ``KV Cache``): they print lines no first word of theirs can find."""
+    src, found = str(src_dir), []
+    for path, text in _srt_files(src):
+        if "logger" not in text and "log_info_on_rank0" not in text:
+            continue
+        for candidate in _file_templates(path):
+            literal = sum(len(piece) for piece in candidate.pieces if isinstance(piece, str))
+            if candidate.pieces and not isinstance(candidate.pieces[0], str) and literal >= MIN_LEADING_PLACEHOLDER_LITERAL:
+                found.append(candidate._replace(path=str(Path(path).relative_to(src))))
+    return tuple(found)
+
+
 def template(src_dir: str | Path, anchor: str, *, anywhere: bool = False, where: str | None = None) -> Template:
     """The one template for ``anchor`` (``where``: a part of the file path when several files log it)."""
     found = [found for found in templates(src_dir, anchor, anywhere=anywhere) if where is None or where in found.path]

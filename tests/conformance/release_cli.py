@@ -66,12 +66,13 @@ def real_options(version: str, *, hidden: bool = False) -> dict[str, dict]:
 
 # What the emulator's CLI is built from (tests/emulator/sglang/sglang/_emulator/cli/sglang-<version>.json).
 EMULATOR_TABLE_KEYS = ("option_strings", "dest", "nargs", "choices", "const", "const_value", "action", "hidden",
-                       "metavar", "type", "required", "help")
+                       "metavar", "type", "required", "new_flag", "help")
 
 
 def emulator_table(version: str) -> dict:
-    """The release's option table as the emulator ships it: prog and every option (choices computed from
-    a stubbed module are left out: null, any value passes)."""
+    """The release's option table as the emulator ships it: prog, every option (choices computed from
+    a stubbed module are left out: null, any value passes) and the names of its ServerArgs fields in
+    declaration order (what a ``server_args=`` dump of the release lists, in its order)."""
     options = []
     for option in real_cli(version)["options"]:
         entry = {key: option[key] for key in EMULATOR_TABLE_KEYS}
@@ -79,4 +80,20 @@ def emulator_table(version: str) -> dict:
             entry["choices"] = None
         options.append(entry)
     return {"source": f"sglang {version} wheel, ServerArgs.add_cli_args (tests/conformance/real_cli.py)",
-            "prog": real_cli(version)["prog"], "options": options}
+            "prog": real_cli(version)["prog"], "options": options,
+            "fields": [name for name, _default in real_cli(version)["fields"]]}
+
+
+EMULATOR_TABLES = Path(__file__).resolve().parents[1] / "emulator" / "sglang" / "sglang" / "_emulator" / "cli"
+
+
+def write_emulator_table(version: str) -> Path:
+    """Write the emulator's copy of the release's table (``python -m tests.conformance.release_cli VERSION``)."""
+    path = EMULATOR_TABLES / f"sglang-{version}.json"
+    path.write_text(json.dumps(emulator_table(version), indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    return path
+
+
+if __name__ == "__main__":
+    for release in sys.argv[1:]:
+        print(write_emulator_table(release))
