@@ -7,10 +7,15 @@ Mirrors SGLang's profiling: the static pool is what is left after weights once
 "Not enough memory". Hybrid linear-attention models split the pool between mamba states and
 KV cache by --mamba-full-memory-ratio; max_running_requests is the configured (or estimated)
 value capped by token_capacity // 2 and, for hybrid models, by the mamba cache size.
+
+The mamba cache is sized in requests (calibrated to the real case, README "Fidelity notes"); releases count it
+in state slots, ``mamba_ratio`` per request (sglang 0.5.23 sglang/srt/mem_cache/kv_cache_configurator.py
+``_calculate_mamba_ratio``), which 0.5.17+ name in their cap warning.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from sglang._emulator.model_shape import DTYPE_BYTES, ModelShape
 from sglang._emulator.profile import Profile
@@ -38,6 +43,14 @@ class MemoryPlan:
     activation_reserve_gib: float
     max_running_requests: int
     context_len: int
+    requested_running_requests: int | None = None  # per worker, when --max-running-requests (or its reset) set it
+    capped_by_mamba: bool = False
+    mamba_ratio: int = 1  # state slots per request
+
+    @property
+    def mamba_state_slots(self) -> int | None:
+        """max_mamba_cache_size as 0.5.17+ report it: the cache's requests times the slots each holds."""
+        return None if self.max_mamba_cache_size is None else self.max_mamba_cache_size * self.mamba_ratio
 
     @property
     def avail_after_init_gib(self) -> float:
@@ -83,7 +96,7 @@ def plan_memory(args: ServerArgs, shape: ModelShape, profile: Profile) -> Memory
     total = gpu.memory_gib
     weights = capacity.weights_gib / ranks
     draft = capacity.draft_weights_gib / ranks if args.speculative_algorithm else 0.0
-    workspace = profile.flag_effects.allreduce_fusion_workspace_gib if args.enable_flashinfer_allreduce_fusion else 0.0
+    workspace = profile.flag_effects.allreduce_fusion_workspace_gib if args.allreduce_fusion else 0.0
     avail = total - capacity.init_distributed_gib - weights - draft - workspace
     pool = avail - total * (1 - args.mem_fraction_static)
     kv_dtype = _kv_dtype(args.kv_cache_dtype, shape.torch_dtype)
@@ -107,11 +120,12 @@ def plan_memory(args: ServerArgs, shape: ModelShape, profile: Profile) -> Memory
         max_mamba_cache_size=mamba_entries,
         conv_state_gib=conv_gib,
         ssm_state_gib=ssm_gib,
-        cuda_graph_gib=0.0 if args.disable_cuda_graph else capacity.cuda_graph_gib,
-        piecewise_cuda_graph_gib=0.0 if args.disable_piecewise_cuda_graph else capacity.piecewise_cuda_graph_gib,
+        cuda_graph_gib=0.0 if args.graph_backend("decode") == "disabled" else capacity.cuda_graph_gib,
+        piecewise_cuda_graph_gib=0.0 if args.graph_backend("prefill") == "disabled" else capacity.piecewise_cuda_graph_gib,
         activation_reserve_gib=capacity.activation_reserve_gib,
-        max_running_requests=_resolve_max_num_reqs(args, tokens, context_len, mamba_entries),
         context_len=context_len,
+        mamba_ratio=_mamba_ratio(args, shape),
+        **_resolve_max_num_reqs(args, tokens, context_len, mamba_entries),
     )
 
 
@@ -134,11 +148,42 @@ def _mamba_pool(args: ServerArgs, shape: ModelShape, pool_gib: float) -> tuple[f
     return mamba_gib, entries, entries * conv_bytes * states_per_entry / GIB, entries * ssm_bytes * states_per_entry / GIB
 
 
-def _resolve_max_num_reqs(args: ServerArgs, token_capacity: int, context_len: int, mamba_entries: int | None) -> int:
+def _resolve_max_num_reqs(args: ServerArgs, token_capacity: int, context_len: int,
+                          mamba_entries: int | None) -> dict[str, Any]:
+    """max_running_requests and how it was capped (model_runner_kv_cache_mixin.py 0.5.11, sglang 0.5.23
+    sglang/srt/mem_cache/kv_cache_configurator.py ``resolve_max_num_reqs``: 0.5.14+ split a requested value over
+    the attention-DP workers, 0.5.23 keeps at least 1)."""
     estimated = min(max(int(token_capacity / context_len * 512), 2048), 4096)
     configured = args.max_running_requests
-    value = configured // args.dp_size if configured is not None else estimated
-    value = min(value, token_capacity // 2)
+    requested = None
+    if configured is not None:
+        requested = configured // _attention_dp(args) if args.phase_graphs else configured // args.dp_size
+        requested = max(1, requested) if args.release >= (0, 5, 23) else requested
+    value = min(requested if requested is not None else estimated, token_capacity // 2)
+    capped_by_mamba = mamba_entries is not None and mamba_entries < value
     if mamba_entries is not None:
         value = min(value, mamba_entries)
-    return max(value, 0)
+    return {"max_running_requests": max(value, 0), "requested_running_requests": requested,
+            "capped_by_mamba": capped_by_mamba}
+
+
+def _attention_dp(args: ServerArgs) -> int:
+    return args.dp_size if args.enable_dp_attention else 1
+
+
+# sglang 0.5.23 sglang/srt/arg_groups/overrides.py _MAMBA_EXTRA_BUFFER_ARCHS (the hybrid archs the emulator's
+# models may name): with the overlap scheduler they keep a ping-pong buffer of 2 extra slots per request.
+MAMBA_EXTRA_BUFFER_ARCHS = frozenset({
+    "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5MoeForCausalLM",
+    "Qwen3_5ForCausalLM", "Qwen3NextForCausalLM", "KimiLinearForCausalLM", "NemotronHForCausalLM",
+    "FalconH1ForCausalLM", "GraniteMoeHybridForCausalLM",
+})
+
+
+def _mamba_ratio(args: ServerArgs, shape: ModelShape) -> int:
+    """State slots per request: 1 without radix cache, else 3, plus the extra buffer's 2 with the overlap
+    scheduler on archs that support it (``_calculate_mamba_ratio``, ``_mamba_radix_cache_resolution``)."""
+    if args.disable_radix_cache:
+        return 1
+    extra_buffer = shape.architecture in MAMBA_EXTRA_BUFFER_ARCHS and not args.disable_overlap_schedule
+    return 3 + (2 if extra_buffer else 0)

@@ -23,9 +23,9 @@ from aiohttp import web
 from sglang._emulator import tokens
 from sglang._emulator.capacity import MemoryPlan
 from sglang._emulator.model_shape import ModelShape
+from sglang._emulator.profile import emulated_version
 from sglang._emulator.scheduler import GenRequest, Scheduler
 from sglang.srt.server_args import ServerArgs
-from sglang.version import __version__
 
 logger = logging.getLogger("sglang.srt.entrypoints.http_server")
 
@@ -139,7 +139,7 @@ class HttpApi:
         return await self.server_info(request)
 
     async def server_info(self, request: web.Request) -> web.Response:
-        server_args = dataclasses.asdict(self.args)
+        server_args = self.args.release_dict()
         stats = self.scheduler.stats
         internal_state = {
             **server_args,
@@ -158,7 +158,7 @@ class HttpApi:
             "max_total_num_tokens": self.plan.max_total_num_tokens,
             "max_req_input_len": self.plan.max_req_input_len,
             "internal_states": [internal_state],
-            "version": __version__,
+            "version": emulated_version(),
             "emulator": True,
         })
 

@@ -69,13 +69,14 @@ def build_perf_model(
         factor /= moe_speedup(profile, moe_up, moe_down)
     if args.enable_fused_moe_sum_all_reduce and shape.top_k > 2:
         factor *= effects.fused_moe_sum_all_reduce_decode_factor
-    if args.enable_flashinfer_allreduce_fusion and profile.gpu.sm_version in effects.allreduce_fusion_supported_sm:
+    if args.allreduce_fusion and profile.gpu.sm_version in effects.allreduce_fusion_supported_sm:
         factor *= effects.allreduce_fusion_decode_factor
-    prefill_factor = 1.0 if not args.disable_piecewise_cuda_graph else effects.no_piecewise_cuda_graph_prefill_factor
-    graph_limit = 0 if args.disable_cuda_graph else max(args.cuda_graph_bs or [args.cuda_graph_max_bs])
+    # Prefill runs eagerly without its graph: 0.5.11's piecewise graph, 0.5.14+'s prefill phase graph.
+    prefill_eager = args.graph_backend("prefill") == "disabled"
+    prefill_factor = effects.no_piecewise_cuda_graph_prefill_factor if prefill_eager else 1.0
     return PerfModel(
         step_points=tuple((bs, ms / 1000 * factor) for bs, ms in sorted(profile.decode.step_ms.items())),
-        cuda_graph_max_bs=graph_limit,
+        cuda_graph_max_bs=args.decode_graph_limit,
         no_cuda_graph_factor=effects.no_cuda_graph_decode_factor,
         torch_compile_max_bs=args.torch_compile_max_bs if args.enable_torch_compile else 0,
         torch_compile_factor=effects.torch_compile_decode_factor,

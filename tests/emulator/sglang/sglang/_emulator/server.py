@@ -23,15 +23,14 @@ from sglang._emulator import gpu_state
 from sglang._emulator.engine import CUDA_ERROR_TEXT, Engine, create_engine
 from sglang._emulator.http_app import HttpApi
 from sglang._emulator.logs import UvicornAccessLogger, as_rank, configure_logging, uvicorn_logger
-from sglang._emulator.profile import Profile, load_profile
+from sglang._emulator.profile import Profile, emulated_version, load_profile
 from sglang._emulator.scheduler import Scheduler, SchedulerLimits
 from sglang.srt.server_args import ServerArgs, parse_cli_args, set_global_server_args_for_scheduler
-from sglang.version import __version__
 
 logger = logging.getLogger("sglang.srt.entrypoints.engine")
 scheduler_logger = logging.getLogger("sglang.srt.managers.scheduler")
 
-EMULATOR_MARKER = f"EMULATOR: sglang emulator {__version__} (llmops.sglang test double; no GPU work is done)"
+EMULATOR_MARKER = "EMULATOR: sglang emulator {version} (llmops.sglang test double; no GPU work is done)"
 WARMUP_PROMPT = "The capital city of France is"
 SHUTDOWN_GRACE_S = 2.0
 
@@ -39,11 +38,11 @@ SHUTDOWN_GRACE_S = 2.0
 def main(argv: list[str] | None = None) -> int:
     namespace = parse_cli_args(sys.argv[1:] if argv is None else argv)
     configure_logging(namespace.log_level, namespace.log_level_http)
-    logger.info(EMULATOR_MARKER)
     profile = load_profile()
+    logger.info(EMULATOR_MARKER.format(version=emulated_version(profile)))
     server_args = ServerArgs.from_cli_args(namespace)
     set_global_server_args_for_scheduler(server_args)
-    logger.info(f"{server_args=}")
+    logger.info(server_args.dump())
     return asyncio.run(EmulatedServer(server_args, profile).run())
 
 

@@ -2,18 +2,23 @@
 # Apache License 2.0 (see LICENSE)
 """ServerArgs of the SGLang emulator: real field names/defaults, argparse CLI and post-init adjustments.
 
-The CLI is generated from the dataclass: every field is `--field-name` (plus SGLang's aliases),
-booleans are store_true flags, and `--config file.yaml` supplies flags whose keys carry no `--`
-(command-line flags override it). __post_init__ applies the adjustments the emulator models
-(sglang-facts §4): auto defaults from the emulated GPU, the speculative-decoding reset of
-max_running_requests to 48, FlashInfer all-reduce fusion rules and the piecewise-CUDA-graph
-auto-disable rules. One adjustment is an emulator scenario rather than a confirmed upstream rule:
-on GPUs outside the fusion kernels' SM list, enabling the fusion disables piecewise CUDA graph
-(the real-case observation the collection must detect).
+One field model serves every release the emulator plays (the profile's ``sglang_version``): the dataclass
+holds the fields of each (0.5.11's ``cuda_graph_max_bs`` / ``disable_piecewise_cuda_graph`` and 0.5.14+'s
+``cuda_graph_config`` / ``cuda_graph_max_bs_decode`` / ``flashinfer_allreduce_fusion_backend`` ...); a start
+sets and dumps only the emulated release's own (its field list ships in its CLI table, see ``cli_table``)
+and resolves them with that release's rules. The CLI is the release's option table: its options store into
+the fields they name, the rest are accepted and ignored; `--config file.yaml` supplies flags whose keys carry
+no `--` (command-line flags override it). __post_init__ applies the adjustments the emulator models
+(sglang-facts §4): auto defaults from the emulated GPU, the speculative-decoding reset of max_running_requests
+to 48, FlashInfer all-reduce fusion rules and the prefill-graph auto-disable rules (0.5.11: piecewise CUDA
+graph; 0.5.14+: the prefill phase of cuda_graph_config, sglang/_emulator/cuda_graphs.py). One adjustment is an
+emulator scenario rather than a confirmed upstream rule: on GPUs outside the fusion kernels' SM list, enabling
+the fusion disables the prefill CUDA graph (the real-case observation the collection must detect).
 """
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import functools
 import json
@@ -24,16 +29,43 @@ import typing
 from dataclasses import dataclass
 from pathlib import Path
 
+from sglang._emulator.cuda_graphs import PhaseGraphResolver, memory_tier
 from sglang._emulator.model_shape import ALLREDUCE_FUSION_ARCHS, load_model_shape
-from sglang._emulator.profile import emulated_version, load_profile
+from sglang._emulator.profile import emulated_release, emulated_version, load_profile
 
 logger = logging.getLogger(__name__)
 
 SPEC_DEFAULT_STEPS, SPEC_DEFAULT_TOPK, SPEC_DEFAULT_DRAFT_TOKENS = 3, 1, 4
 SPEC_MAX_RUNNING_REQUESTS = 48
+# First releases of what the emulator models per release (each checked in the wheels, .cache/conformance).
+PHASE_GRAPHS_SINCE = (0, 5, 14)  # cuda_graph_config per phase and the fusion backend field (sglang_names RENAMES)
+DICT_DUMP_SINCE = (0, 5, 19)  # entrypoints/engine.py logs server_args={...} (resolved_dict) instead of the repr
+# sglang 0.5.23 sglang/srt/arg_groups/speculative_hook.py _handle_eagle_family: archs whose NEXTN draft layer
+# ships in the target checkpoint (speculative_draft_model_path defaults to model_path); and the auto-chosen
+# (steps, topk, draft tokens) of _auto_choose_speculative_params that differ from (3, 1, 4).
+MTP_IN_CHECKPOINT_ARCHS = frozenset({
+    "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM",
+    "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "HYV3ForCausalLM",
+    "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration",
+})
+SPEC_AUTO_PARAMS = {"LlamaForCausalLM": (5, 4, 8), "Grok1ForCausalLM": (5, 4, 8), "Grok1VForCausalLM": (5, 4, 8)}
+# sglang 0.5.23 sglang/srt/arg_groups/overrides.py _FLASHINFER_ALLREDUCE_FUSION_ARCHS (auto-enable on SM90/SM100).
+FLASHINFER_ALLREDUCE_FUSION_ARCHS = frozenset({
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV4ForCausalLM", "GptOssForCausalLM",
+    "GlmMoeDsaForCausalLM", "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM", "MistralLarge3ForCausalLM",
+    "Qwen3MoeForCausalLM", "Qwen3VLMoeForConditionalGeneration", "Qwen3NextForCausalLM",
+    "Qwen4ExpForConditionalGeneration", "KimiK25ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "InternS2PreviewForConditionalGeneration", "Qwen3_5ForConditionalGeneration", "NemotronHForCausalLM",
+    "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3",
+})
+# (first release, field, declared default) where the dataclass's default is not the release's: file_storage_path
+# None from 0.5.22 (sglang 0.5.23 sglang/srt/arg_groups/fields/serving.py); lora_backend is "csgmv" in every
+# wheel (fields/lora.py), the emulator keeps its historical "triton" for 0.5.11 only (the demo's dump unchanged).
+RELEASE_DEFAULTS = (((0, 5, 22), "file_storage_path", None), (PHASE_GRAPHS_SINCE, "lora_backend", "csgmv"))
 
 
-@dataclass
+@dataclass(repr=False)
 class ServerArgs:
     # Model and tokenizer
     model_path: str
@@ -171,6 +203,7 @@ class ServerArgs:
     moe_runner_backend: str = "auto"
     enable_flashinfer_allreduce_fusion: bool = False
     enforce_disable_flashinfer_allreduce_fusion: bool = False
+    flashinfer_allreduce_fusion_backend: str | None = None  # 0.5.14+: the fusion is on when a backend is set
     enable_fused_moe_sum_all_reduce: bool = False
     deepep_mode: str = "auto"
     ep_num_redundant_experts: int = 0
@@ -195,6 +228,17 @@ class ServerArgs:
     cuda_graph_bs: list[int] | None = None
     disable_cuda_graph: bool = False
     disable_cuda_graph_padding: bool = False
+    # 0.5.14+ (sglang 0.5.23 sglang/srt/arg_groups/fields/exec_.py ExecGraph): the resolved per-phase config
+    # and the per-phase flags it is resolved from (which keep what was requested).
+    cuda_graph_config: dict | str | None = None
+    cuda_graph_backend_decode: str | None = None
+    cuda_graph_backend_prefill: str | None = None
+    cuda_graph_max_bs_decode: int | None = None
+    cuda_graph_max_bs_prefill: int | None = None
+    cuda_graph_bs_decode: list[int] | None = None
+    cuda_graph_bs_prefill: list[int] | None = None
+    disable_prefill_cuda_graph: bool = False
+    disable_decode_cuda_graph: bool = False
     enable_profile_cuda_graph: bool = False
     enable_nccl_nvls: bool = False
     enable_symm_mem: bool = False
@@ -237,12 +281,24 @@ class ServerArgs:
         shape = load_model_shape(self.model_path)
         profile = load_profile()
         gpu = profile.gpu
+        self._release = emulated_release(profile)
         self._piecewise_disable_reason: str | None = None
         self.tokenizer_path = self.tokenizer_path or self.model_path
         self.served_model_name = self.served_model_name or self.model_path
         self.device = self.device or "cuda"
         self.random_seed = random.randint(0, 1 << 30) if self.random_seed is None else self.random_seed
         self._validate_parallelism(gpu.count)
+        if self.phase_graphs:
+            self._resolve_phase_graph_release(shape, profile)
+        else:
+            self._resolve_piecewise_release(shape, profile)
+        self.sampling_backend = self.sampling_backend or "flashinfer"
+        self.grammar_backend = self.grammar_backend or "xgrammar"
+        self.page_size = self.page_size or 1
+
+    def _resolve_piecewise_release(self, shape, profile) -> None:
+        """Releases up to 0.5.13: ServerArgs.__post_init__ of 0.5.11 (sglang/srt/server_args.py)."""
+        gpu = profile.gpu
         self._handle_gpu_memory_settings(gpu.memory_mib, profile.capacity.mem_fraction_static_default)
         self._handle_model_specific_adjustments(shape.architecture, gpu.sm_version, gpu.name)
         self._handle_context_length(shape.context_len)
@@ -250,10 +306,24 @@ class ServerArgs:
         self._handle_piecewise_cuda_graph(gpu.sm_version not in profile.flag_effects.allreduce_fusion_supported_sm,
                                           gpu.sm_version)
         self.attention_backend = self.attention_backend or ("fa3" if gpu.sm_version == 90 else "flashinfer")
-        self.sampling_backend = self.sampling_backend or "flashinfer"
-        self.grammar_backend = self.grammar_backend or "xgrammar"
-        self.page_size = self.page_size or 1
         self.piecewise_cuda_graph_max_tokens = self.piecewise_cuda_graph_max_tokens or self.chunked_prefill_size
+
+    def _resolve_phase_graph_release(self, shape, profile) -> None:
+        """0.5.14+: the resolution pipeline of sglang 0.5.23 (sglang/srt/arg_groups/pipeline.py), the steps the
+        emulator models in its order: deprecated args, CUDA-graph config, GPU memory settings, model-specific
+        adjustments (fusion), attention backend, speculative decoding."""
+        gpu = profile.gpu
+        self._handle_deprecated_fusion_flag()
+        self._handle_allreduce_fusion(shape.architecture, gpu.sm_version)
+        self._handle_chunked_prefill(gpu.memory_mib, profile.capacity.mem_fraction_static_default)
+        # The emulated scenario rides on the breakable-graph compatibility rules; it needs the final fusion state,
+        # so the emulator resolves the fusion first (its log line then precedes the graph warnings).
+        fusion_unsupported = gpu.sm_version not in profile.flag_effects.allreduce_fusion_supported_sm
+        emulated = [(self.allreduce_fusion and fusion_unsupported, f"FlashInfer allreduce fusion on sm{gpu.sm_version}")]
+        self.cuda_graph_config = PhaseGraphResolver(self).resolve(gpu.memory_mib, shape.is_mla, emulated)
+        self._handle_context_length(shape.context_len)
+        self._handle_attention_backend(gpu.sm_version)
+        self._handle_speculative_decoding_phase_graphs(shape.architecture)
 
     def _validate_parallelism(self, gpu_count: int) -> None:
         if self.tp_size % self.ep_size:
@@ -318,6 +388,70 @@ class ServerArgs:
             self.speculative_eagle_topk = self.speculative_eagle_topk or 1
             self.speculative_num_draft_tokens = self.speculative_num_draft_tokens or self.speculative_num_steps + 1
 
+    def _handle_deprecated_fusion_flag(self) -> None:
+        """serving_hook.py handle_deprecated_args: the switch becomes the auto backend and reads False after."""
+        if self.enable_flashinfer_allreduce_fusion and self.flashinfer_allreduce_fusion_backend is None:
+            logger.warning("--enable-flashinfer-allreduce-fusion is deprecated. "
+                           "Please use --flashinfer-allreduce-fusion-backend=auto instead.")
+            self.flashinfer_allreduce_fusion_backend = "auto"
+        self.enable_flashinfer_allreduce_fusion = False
+
+    def _handle_allreduce_fusion(self, architecture: str, sm_version: int) -> None:
+        """overrides.py _flashinfer_allreduce_fusion_auto_enable and _enforce_disable_allreduce_fusion."""
+        if (
+            self.flashinfer_allreduce_fusion_backend is None
+            and architecture in FLASHINFER_ALLREDUCE_FUSION_ARCHS
+            and sm_version in (90, 100)
+            and self.tp_size > 1
+            and not self.enable_dp_attention
+            and (self.nnodes == 1 or sm_version == 100)
+            and self.moe_a2a_backend == "none"
+        ):
+            logger.info("Auto-enabling FlashInfer AllReduce Fusion (%s) for %s", "auto", architecture)
+            self.flashinfer_allreduce_fusion_backend = "auto"
+        if self.enforce_disable_flashinfer_allreduce_fusion:
+            logger.info("FlashInfer allreduce fusion is forcibly disabled "
+                        "via --enforce-disable-flashinfer-allreduce-fusion.")
+            self.flashinfer_allreduce_fusion_backend = None
+
+    def _handle_chunked_prefill(self, gpu_memory_mib: int, default_mem_fraction: float) -> None:
+        """memory_hook.py handle_gpu_memory_settings: chunked_prefill_size by the memory tier (the decode graph's
+        max_bs of the same tier is cuda_graph_config's); mem_fraction_static is the profile's."""
+        if self.mem_fraction_static is None:
+            self.mem_fraction_static = default_mem_fraction
+        if self.chunked_prefill_size is None:
+            self.chunked_prefill_size = memory_tier(gpu_memory_mib)[0]
+
+    def _handle_attention_backend(self, sm_version: int) -> None:
+        """overrides.py _attention_backend_default with model_override_base.py get_default_attn_backend (MHA):
+        fa3 on Hopper, trtllm_mha on SM100, else flashinfer."""
+        if self.attention_backend is None:
+            self.attention_backend = {90: "fa3", 100: "trtllm_mha"}.get(sm_version, "flashinfer")
+            logger.info(f"Attention backend not specified. Use {self.attention_backend} backend by default.")
+
+    def _handle_speculative_decoding_phase_graphs(self, architecture: str) -> None:
+        """speculative_hook.py: NEXTN is EAGLE (_resolve_speculative_algorithm_alias), then _handle_eagle_family."""
+        if self.speculative_algorithm == "NEXTN":
+            self.speculative_algorithm = "EAGLE"
+        if self.speculative_algorithm not in ("EAGLE", "EAGLE3", "STANDALONE"):
+            return
+        if self.max_running_requests is None:
+            self.max_running_requests = SPEC_MAX_RUNNING_REQUESTS
+            logger.warning("Max running requests is reset to 48 for speculative decoding. You can override this by "
+                           "explicitly setting --max-running-requests.")
+        if architecture in MTP_IN_CHECKPOINT_ARCHS and self.speculative_draft_model_path is None:
+            self.speculative_draft_model_path = self.model_path
+            self.speculative_draft_model_revision = self.revision
+        if self.speculative_num_steps is None:
+            auto = (3, 1, 4) if self.speculative_algorithm == "STANDALONE" else SPEC_AUTO_PARAMS.get(architecture)
+            self.speculative_num_steps, self.speculative_eagle_topk, self.speculative_num_draft_tokens = (
+                auto or (SPEC_DEFAULT_STEPS, SPEC_DEFAULT_TOPK, SPEC_DEFAULT_DRAFT_TOKENS))
+        self.speculative_eagle_topk = self.speculative_eagle_topk or 1
+        if self.speculative_eagle_topk == 1 and self.speculative_num_draft_tokens != self.speculative_num_steps + 1:
+            logger.warning("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                           "speculative_eagle_topk == 1")
+            self.speculative_num_draft_tokens = self.speculative_num_steps + 1
+
     def _handle_piecewise_cuda_graph(self, fusion_unsupported: bool, sm_version: int) -> None:
         if self.enforce_piecewise_cuda_graph:
             self.disable_piecewise_cuda_graph = False
@@ -348,6 +482,70 @@ class ServerArgs:
         """Why piecewise CUDA graph is off (None when it is on); what the model runner logs."""
         return self._piecewise_disable_reason
 
+    # --- the emulated release's settings, whatever its names (what capacity, perf and the engine read) ---
+
+    @property
+    def release(self) -> tuple[int, ...]:
+        """The release this start plays (the profile's sglang_version), e.g. (0, 5, 23)."""
+        return self._release
+
+    @property
+    def phase_graphs(self) -> bool:
+        """The release resolves cuda_graph_config per phase (0.5.14+), not cuda_graph_max_bs + piecewise graphs."""
+        return self._release >= PHASE_GRAPHS_SINCE
+
+    @property
+    def allreduce_fusion(self) -> bool:
+        """FlashInfer all-reduce fusion is on: a fusion backend is set (0.5.14+), else the switch."""
+        if self.phase_graphs:
+            return self.flashinfer_allreduce_fusion_backend is not None
+        return self.enable_flashinfer_allreduce_fusion
+
+    def graph_backend(self, phase: str) -> str:
+        """The backend of the decode or prefill graph: full / breakable / disabled (0.5.14+ names; up to 0.5.13
+        decode graphs are "full" and piecewise prefill graphs "piecewise")."""
+        if self.phase_graphs:
+            return self.cuda_graph_config[phase]["backend"]
+        if phase == "decode":
+            return "disabled" if self.disable_cuda_graph else "full"
+        return "disabled" if self.disable_piecewise_cuda_graph else "piecewise"
+
+    @property
+    def decode_graph_limit(self) -> int:
+        """The largest batch a decode graph is captured for (0 without decode graphs)."""
+        if self.graph_backend("decode") == "disabled":
+            return 0
+        if self.phase_graphs:
+            return max(self.cuda_graph_config["decode"]["bs"])
+        return max(self.cuda_graph_bs or [self.cuda_graph_max_bs])
+
+    def dump_fields(self) -> list[str]:
+        """The fields the release's server_args dump lists, in its order: the ones the emulator models among the
+        release's own (cli_table ``fields``); a repr dump (up to 0.5.18) in the emulator's declaration order."""
+        release_fields = cli_table()["fields"]
+        if self._release < DICT_DUMP_SINCE:
+            known = set(release_fields)
+            return [f.name for f in dataclasses.fields(self) if f.name in known]
+        modelled = {f.name for f in dataclasses.fields(self)}
+        return [name for name in release_fields if name in modelled]
+
+    def release_dict(self) -> dict[str, typing.Any]:
+        """The release's fields and values (its /server_info and its dict dump)."""
+        return {name: copy.deepcopy(getattr(self, name)) for name in self.dump_fields()}
+
+    def __repr__(self) -> str:
+        """The dataclass repr of the release's fields (sglang/srt/server_args.py up to 0.5.18)."""
+        values = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.dump_fields())
+        return f"{type(self).__qualname__}({values})"
+
+    def dump(self) -> str:
+        """What the release logs at startup: ``server_args=ServerArgs(...)`` (up to 0.5.18, engine.py
+        ``f"{server_args=}"``), ``server_args={...}`` (0.5.19+ resolved_dict(); sglang 0.5.23
+        sglang/srt/entrypoints/engine.py ``_server_args_for_logging``)."""
+        if self._release < DICT_DUMP_SINCE:
+            return f"server_args={self!r}"
+        return f"server_args={self.release_dict()}"
+
     @staticmethod
     def add_cli_args(parser: argparse.ArgumentParser) -> None:
         """The emulated release's own options (cli_table): its option strings, value shapes, choices and help.
@@ -357,11 +555,13 @@ class ServerArgs:
         """
         hints = typing.get_type_hints(ServerArgs)
         fields = {f.name: f for f in dataclasses.fields(ServerArgs)}
+        release = emulated_release()
         for option in cli_table()["options"]:
             strings = option["option_strings"]
             names = [string[2:].replace("-", "_") for string in strings if string.startswith("--")]
             field_name = next((name for name in [option["dest"], *names] if name in fields), None)
-            kwargs = _option_kwargs(option, hints.get(field_name), fields.get(field_name))
+            default = _release_default(fields.get(field_name), release)
+            kwargs = _option_kwargs(option, hints.get(field_name), default)
             if kwargs.get("action") is argparse.BooleanOptionalAction:
                 strings = [string for string in strings if not string.startswith("--no-")]
             parser.add_argument(*strings, dest=field_name or option["dest"], **kwargs)
@@ -390,6 +590,20 @@ def cli_table() -> dict:
     return _load_cli_table(emulated_version())
 
 
+def _release_default(field: dataclasses.Field | None, release: tuple[int, ...]) -> typing.Any:
+    """The field's default in the emulated release (RELEASE_DEFAULTS over the dataclass's)."""
+    if field is None or field.default is dataclasses.MISSING:
+        return None
+    changed = [value for since, name, value in RELEASE_DEFAULTS if name == field.name and release >= since]
+    return changed[-1] if changed else field.default
+
+
+def _print_deprecated_warning(message: str) -> None:
+    """print_deprecated_warning (0.5.11 server_args.py, sglang 0.5.23 sglang/srt/arg_groups/argparse_actions.py):
+    bold yellow. Printed while the command line is parsed, before logging is set up (message only)."""
+    logger.warning(f"\033[1;33m{message}\033[0m")
+
+
 class _DeprecatedIgnored(argparse.Action):
     """SGLang's ``DeprecatedAction``: a retired switch that only warns (0.5.10 - 0.5.17 server_args.py)."""
 
@@ -397,7 +611,22 @@ class _DeprecatedIgnored(argparse.Action):
         super().__init__(option_strings, dest, nargs=nargs, **kwargs)
 
     def __call__(self, parser, namespace, values, option_string=None):
-        logger.warning(f"The command line argument '{option_string}' is deprecated and will be removed in future versions.")
+        _print_deprecated_warning(
+            f"The command line argument '{option_string}' is deprecated and will be removed in future versions.")
+
+
+class _DeprecatedStoreTrue(argparse.Action):
+    """SGLang's ``DeprecatedStoreTrueAction``: still stores True and names the replacement (0.5.23: --disable-cuda-graph,
+    --enable-dp-attention; 0.5.11: --stream-output)."""
+
+    def __init__(self, option_strings, dest, new_flag=None, nargs=0, default=False, **kwargs):
+        self.new_flag = new_flag
+        super().__init__(option_strings, dest, nargs=nargs, default=default, **kwargs)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        replacement = f" Use '{self.new_flag}' instead." if self.new_flag else ""
+        _print_deprecated_warning(f"'{option_string}' is deprecated and will be removed in a future release.{replacement}")
+        setattr(namespace, self.dest, True)
 
 
 def _value_type(hint: typing.Any, option: dict) -> typing.Any:
@@ -412,15 +641,16 @@ def _value_type(hint: typing.Any, option: dict) -> typing.Any:
     return _TYPES.get(option.get("type") or "", None)
 
 
-def _option_kwargs(option: dict, hint: typing.Any, field: dataclasses.Field | None) -> dict[str, typing.Any]:
+def _option_kwargs(option: dict, hint: typing.Any, default: typing.Any) -> dict[str, typing.Any]:
     kwargs: dict[str, typing.Any] = {"help": argparse.SUPPRESS if option["hidden"] else option["help"]}
-    default = None if field is None or field.default is dataclasses.MISSING else field.default
     action, nargs = option["action"], option["nargs"]
     if nargs == 0:
         if action == "BooleanOptionalAction":
             return {**kwargs, "action": argparse.BooleanOptionalAction, "default": default}
         if action == "DeprecatedAction":
             return {**kwargs, "action": _DeprecatedIgnored}
+        if action == "DeprecatedStoreTrueAction":
+            return {**kwargs, "action": _DeprecatedStoreTrue, "new_flag": option["new_flag"], "default": bool(default)}
         if action in ("_StoreConstAction", "DeprecatedStoreConstAction"):
             const = option["const_value"] if option["const_value"] is not None else option["const"]
             return {**kwargs, "action": "store_const", "const": const, "default": default}

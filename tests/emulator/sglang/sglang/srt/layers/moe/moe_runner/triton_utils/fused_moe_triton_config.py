@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import triton
 
-from sglang._emulator.profile import emulated_version
+from sglang._emulator.profile import emulated_release
 from sglang.srt.server_args import get_global_server_args_or_none
 from sglang.srt.utils import get_device_name
 
@@ -30,11 +30,6 @@ logger = logging.getLogger(__name__)
 CONFIG_DIR_ENV = "SGLANG_MOE_CONFIG_DIR"
 TUNER_URL = "https://github.com/sgl-project/sglang/tree/main/benchmark/kernels/fused_moe_triton"
 FIXED_FALLBACK = ("3.4.0", "3.3.1", "3.2.0", "3.1.0")  # <= 0.5.11: supported_triton_versions
-
-
-def emulated_release() -> tuple[int, ...]:
-    """The release whose lookup rules apply (the profile's `sglang_version`, else this package's version)."""
-    return tuple(int(part) for part in emulated_version().split(".")[:3])
 
 
 @dataclass(frozen=True)
@@ -112,8 +107,8 @@ def check_block_size_m(E: int, N: int, dtype: str | None, block_n: int, block_k:
     forward); later releases override the down value."""
     if emulated_release() >= (0, 5, 13):
         return
-    up = get_moe_configs(E, N, dtype, block_n, block_k, down_moe=False)
-    down = get_moe_configs(E, N, dtype, block_n, block_k, down_moe=True)
+    up = get_moe_configs(E, N, dtype, block_n, block_k, per_channel_quant=False, down_moe=False)
+    down = get_moe_configs(E, N, dtype, block_n, block_k, per_channel_quant=False, down_moe=True)
     if not down:
         return
     for m in token_counts:
@@ -154,8 +149,9 @@ def get_moe_configs(
             "Performance might be sub-optimal!"
         )
     elif down_moe and emulated_release() >= (0, 5, 16):
-        # 0.5.16+: a missing _down file reuses the tuned up file (its own lookup, lru-cached, logs as usual).
-        up = get_moe_configs(E, N, dtype, block_n, block_k, per_channel_quant, down_moe=False)
+        # 0.5.16+: a missing _down file reuses the tuned up file (its own lookup, lru-cached, logs as usual; the
+        # release calls it with keywords as try_get_optimal_moe_config does, so the cache hits and it logs once).
+        up = get_moe_configs(E, N, dtype, block_n, block_k, per_channel_quant=per_channel_quant, down_moe=False)
         if up is not None:
             logger.warning(
                 "Down MoE config file not found at %s; reusing the tuned up-projection config without TMA. "
