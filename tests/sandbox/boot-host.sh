@@ -3,7 +3,8 @@
 # and turns the fresh namespaces into a host: private writable layers over everything that
 # could leak to the real machine, a cgroup tree of its own, an sshd, then systemd as PID 1.
 # Arguments come from the environment (set by tests/sandbox/fleet.py):
-#   SBX_NAME SBX_CGROUP SBX_REPO SBX_LAYERS SBX_PUBKEY SBX_MACHINE_ID [SBX_EMULATOR SBX_PROFILE]
+#   SBX_NAME SBX_CGROUP SBX_REPO SBX_LAYERS SBX_PUBKEY SBX_MACHINE_ID [SBX_EMULATOR SBX_PROFILE SBX_RELEASE]
+# (SBX_RELEASE: the SGLang release the profile plays; its venv and checkout are the build's releases/<release>/.)
 # SBX_LAYERS (a directory of the machine's) keeps the host's writable layers, so a host booted again on the
 # same layers is the same host after a reboot: its /etc, /var, /opt... as it left them, /run and /tmp new.
 set -euo pipefail
@@ -133,8 +134,8 @@ install -m 600 "$scratch/inputs/authorized_keys" /root/.ssh/authorized_keys
 
 # The emulated GPU node, installed where the real programs live.
 if [[ -n ${SBX_EMULATOR:-} ]]; then
-    overlay "$scratch/emulator/venv" /opt/sglang/venv sglang_venv
-    overlay "$scratch/emulator/src" /opt/sglang/src sglang_src
+    overlay "$scratch/emulator/releases/$SBX_RELEASE/venv" /opt/sglang/venv sglang_venv
+    overlay "$scratch/emulator/releases/$SBX_RELEASE/src" /opt/sglang/src sglang_src
     overlay "$scratch/emulator/models" /srv/models models
     install -m 755 "$scratch/emulator/bin/nvidia-smi" /usr/local/bin/nvidia-smi
     install -D -m 644 "$scratch/inputs/profile.yaml" /etc/sglang-emulator/profile.yaml

@@ -189,7 +189,7 @@ class Fleet:
             "SBX_PUBKEY": str(self.key_file) + ".pub",
             "SBX_MACHINE_ID": uuid.uuid4().hex,
             "SBX_EMULATOR": str(emulator or ""),
-            "SBX_PROFILE": str(profile or ""),
+            **self._emulator_inputs(host_dir, emulator, profile),
         }
 
         def enter_host_cgroups() -> None:
@@ -214,6 +214,24 @@ class Fleet:
             raise SandboxError(f"{name}: {exc}; its boot script said:\n{_tail(host_dir / 'console.log')}") from None
         return SandboxHost(name=name, index=index, address=self.config.address(index), launcher_pid=launcher.pid,
                            pid=pid, emulator=str(emulator or ""), profile=str(profile or ""))
+
+    @staticmethod
+    def _emulator_inputs(host_dir: Path, emulator: Path | None, profile: Path | None) -> dict[str, str]:
+        """What boot-host.sh installs of the emulator: the profile as one file (its ``base`` chain merged in, for
+        /etc/sglang-emulator/profile.yaml has no neighbours) and the payload release it plays, whose venv and
+        checkout the host mounts at /opt/sglang/venv and /opt/sglang/src (``SBX_RELEASE``, under ``releases/``)."""
+        if emulator is None or profile is None:
+            return {"SBX_PROFILE": "", "SBX_RELEASE": ""}
+        from tests.emulator.build import release_paths
+        from tests.emulator.profiles import profile_document, profile_release
+
+        release = profile_release(profile)
+        if not release_paths(emulator, release)["venv"].is_dir():
+            raise SandboxError(f"the emulator build {emulator} has no SGLang {release} (profile {profile}); "
+                               "build it with the profile under tests/emulator/profiles")
+        flat = host_dir / "profile.yaml"
+        flat.write_text(yaml.safe_dump(profile_document(profile), sort_keys=False), encoding="utf-8")
+        return {"SBX_PROFILE": str(flat), "SBX_RELEASE": release}
 
     def reboot(self, host: SandboxHost) -> SandboxHost:
         """Power ``host`` off and boot it again on the same writable layers: what it wrote to /etc, /var, /opt...

@@ -1,6 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""tests/emulator/build.py: a relocatable venv with the emulator dists, cached by a source stamp.
+"""tests/emulator/build.py: relocatable venvs with the emulator dists, one per release the profiles play, each with
+its checkout at the release's tag, cached by a source stamp.
 
 Installs from PyPI (the emulator's own dependencies); ray is left out here to keep the test quick.
 """
@@ -13,14 +14,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.emulator.build import STAMP_NAME, build
+from tests.emulator.build import STAMP_NAME, build, release_paths
+from tests.emulator.profiles import profile_releases
 
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK), reason="needs Debian's python3")
 
 
-def test_build_installs_retargets_and_caches(tmp_path: Path) -> None:
-    dest = tmp_path / "payload"
-    paths = build(dest, venv_target="/opt/sglang/venv", requirements=())
+@pytest.fixture(name="payload", scope="module")
+def payload_fixture(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Path]]:
+    dest = tmp_path_factory.mktemp("emulator-build") / "payload"
+    return dest, build(dest, venv_target="/opt/sglang/venv", requirements=())
+
+
+def test_build_installs_retargets_and_caches(payload: tuple[Path, dict[str, Path]]) -> None:
+    dest, paths = payload
     python = paths["venv"] / "bin" / "python"
     probe = ("import importlib.metadata as m, json, os, sglang, triton, "
              "sglang.srt.layers.moe.moe_runner.triton_utils as t; "
@@ -37,6 +44,23 @@ def test_build_installs_retargets_and_caches(tmp_path: Path) -> None:
     assert os.access(paths["nvidia_smi"], os.X_OK)
     assert (paths["models"] / "Qwen3.5-122B-A10B" / "config.json").is_file()
     assert (paths["profiles"] / "demo.yaml").is_file()
+    assert paths["venv"] == release_paths(dest, "0.5.11")["venv"]
     stamp = (dest / STAMP_NAME).stat().st_mtime_ns
     assert build(dest, venv_target="/opt/sglang/venv", requirements=()) == paths
     assert (dest / STAMP_NAME).stat().st_mtime_ns == stamp
+
+
+def test_every_profiles_release_has_its_venv_and_tagged_checkout(payload: tuple[Path, dict[str, Path]]) -> None:
+    dest, _ = payload
+    assert profile_releases() == ["0.5.11", "0.5.23"]  # demo.yaml and newest.yaml
+    probe = ("import importlib.metadata as m, json, sglang, triton; "
+             "print(json.dumps([m.version('sglang'), sglang.__version__, m.version('triton')]))")
+    for release in profile_releases():
+        paths = release_paths(dest, release)
+        versions = json.loads(subprocess.run([str(paths["venv"] / "bin" / "python"), "-c", probe], capture_output=True,
+                                             text=True, check=True, env={"PATH": "/usr/bin:/bin"}).stdout)
+        assert versions == [release, release, "3.6.0"]
+        assert (paths["venv"] / "bin" / "pip").read_text().splitlines()[0].startswith("#!/opt/sglang/venv/bin/python")
+        tag = subprocess.run(["git", "-C", str(paths["src"]), "describe", "--tags"], capture_output=True, text=True,
+                             check=True).stdout.strip()
+        assert tag == f"v{release}"
