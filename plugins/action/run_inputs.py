@@ -7,7 +7,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import validate_run_inputs
 
-OPTIONS = ("stages", "force", "bench", "compare", "policy", "moe", "flag_sets", "baseline_args", "inventory_hosts")
+OPTIONS = ("stages", "force", "bench", "compare", "sequential", "policy", "moe", "flag_sets", "baseline_args",
+           "inventory_hosts")
 
 
 class ActionModule(ActionBase):
@@ -21,6 +22,7 @@ class ActionModule(ActionBase):
             "force": {"type": "raw"},
             "bench": {"type": "raw"},
             "compare": {"type": "raw"},
+            "sequential": {"type": "raw"},
             "policy": {"type": "raw"},
             "moe": {"type": "raw"},
             "flag_sets": {"type": "raw"},

@@ -20,6 +20,12 @@ import math
 import re
 import typing as t
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
+    DESIGN_DEFAULTS,
+    MAX_REPEATS_LIMIT,
+    SPENDING_FUNCTIONS,
+)
+
 STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify", "report")
 FORCEABLE_STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify")
 BENCH_ENDPOINTS = ("completions", "chat", "generate")
@@ -330,11 +336,48 @@ def check_baseline_args(checker: Checker, args: t.Any) -> None:
             checker.errors.append(f"{path}: {flag!r} is not a server arg name (like tp_size, without the leading --)")
 
 
+def check_sequential(checker: Checker, sequential: t.Any, bench: t.Any) -> None:
+    """The candidates' stopping rule; its reference (the baseline, then each adopted candidate) needs 2 runs a level."""
+    path = "tuning_run_sequential"
+    rule = checker.check(as_mapping, path, sequential)
+    if rule is None:
+        return
+    checker.unknown_keys(path, rule, tuple(DESIGN_DEFAULTS), " (or null: fixed repeats for candidates too)")
+    most = checker.check(as_int, f"{path}.max_repeats", rule.get("max_repeats", DESIGN_DEFAULTS["max_repeats"]),
+                         minimum=1)
+    if most is not None and most > MAX_REPEATS_LIMIT:
+        checker.errors.append(f"{path}.max_repeats: must be at most {MAX_REPEATS_LIMIT}, got {most}")
+    least = checker.check(as_int, f"{path}.min_repeats", rule.get("min_repeats", DESIGN_DEFAULTS["min_repeats"]),
+                          minimum=2, what="an integer >= 2 (an adopted candidate is the next candidate's reference, "
+                                          "which needs 2 runs per level)")
+    if least is not None and most is not None and least > most:
+        checker.errors.append(f"{path}.min_repeats: {least} is more than max_repeats {most}")
+    for key in ("spending", "futility_spending"):
+        if key in rule:
+            checker.check(as_choice, f"{path}.{key}", rule[key], SPENDING_FUNCTIONS)
+    if "beta" in rule:
+        beta = checker.check(as_number, f"{path}.beta", rule["beta"], minimum=0, strict=True, maximum=0.5)
+        if beta == 0.5:
+            checker.errors.append(f"{path}.beta: must be below 0.5, got {rule['beta']!r}")
+    if "stop_on_regression" in rule:
+        checker.check(as_bool, f"{path}.stop_on_regression", rule["stop_on_regression"])
+    if not isinstance(bench, dict) or "repeats" not in bench:
+        return
+    try:
+        repeats = as_int("tuning_run_bench.repeats", bench["repeats"], minimum=1)
+    except InputError:
+        return  # check_bench names that problem
+    if repeats < 2:
+        checker.errors.append("tuning_run_bench.repeats: the baseline is the first reference of tuning_run_sequential "
+                              "and needs at least 2 runs per level, got 1 (or set tuning_run_sequential: null)")
+
+
 def validate_run_inputs(inputs: dict) -> list[str]:
     """Every problem of the run's inputs, as messages naming the variable; empty when all can work.
 
-    ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``policy``, ``moe``, ``flag_sets``,
-    ``baseline_args`` and ``inventory_hosts``; a key that is absent (or None for the optional ones) is not checked.
+    ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``sequential``, ``policy``, ``moe``,
+    ``flag_sets``, ``baseline_args`` and ``inventory_hosts``; a key that is absent (or None for the optional ones) is
+    not checked.
     """
     checker = Checker()
     if "stages" in inputs or "force" in inputs:
@@ -343,6 +386,8 @@ def validate_run_inputs(inputs: dict) -> list[str]:
         check_bench(checker, inputs["bench"])
     if inputs.get("compare") is not None:
         check_compare(checker, inputs["compare"])
+    if inputs.get("sequential") is not None:
+        check_sequential(checker, inputs["sequential"], inputs.get("bench"))
     if inputs.get("policy") is not None:
         check_policy(checker, inputs["policy"])
     if inputs.get("moe") is not None:

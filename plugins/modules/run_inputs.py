@@ -45,6 +45,12 @@ options:
   compare:
     description: Options of P(llmops.sglang.compare_sweeps#filter) (C(tuning_run_compare)).
     type: raw
+  sequential:
+    description:
+      - The candidates' stopping rule (C(tuning_run_sequential)), a mapping of M(llmops.sglang.bench)'s C(sequential)
+        keys C(min_repeats) (at least 2), C(max_repeats), C(spending), C(futility_spending), C(beta),
+        C(stop_on_regression); null is not checked (fixed repeats).
+    type: raw
   policy:
     description: Decision policy of P(llmops.sglang.trial_decision#filter) (C(tuning_run_policy)).
     type: raw
@@ -73,6 +79,7 @@ EXAMPLES = r"""
     force: "{{ tuning_run_force }}"
     bench: "{{ tuning_run_bench }}"
     compare: "{{ tuning_run_compare }}"
+    sequential: "{{ tuning_run_sequential }}"
     policy: "{{ tuning_run_policy }}"
     moe: "{{ tuning_run_moe }}"
     flag_sets: "{{ sglang_candidate_flag_sets | default(omit) }}"
