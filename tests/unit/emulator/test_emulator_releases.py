@@ -5,6 +5,7 @@ derivation, the release's argument names and resolution rules, its dump, and the
 from __future__ import annotations
 
 import ast
+import asyncio
 import json
 import logging
 import sys
@@ -20,6 +21,7 @@ for package_root in (EMULATOR / "sglang", EMULATOR / "triton"):
 
 from sglang._emulator.capacity import plan_memory  # noqa: E402
 from sglang._emulator.cuda_graphs import capture_batch_sizes, decode_batch_sizes  # noqa: E402
+from sglang._emulator.engine import create_engine  # noqa: E402
 from sglang._emulator.model_shape import load_model_shape  # noqa: E402
 from sglang._emulator.profile import ProfileError, load_document, load_profile  # noqa: E402
 from sglang.srt.server_args import prepare_server_args  # noqa: E402
@@ -147,3 +149,12 @@ def test_the_real_cases_capacity_is_the_demos(newest: None, monkeypatch: pytest.
     assert (baseline.max_running_requests, fusion.max_running_requests) == (48, 26)
     assert fusion.capped_by_mamba and fusion.mamba_ratio == 5 and fusion.mamba_state_slots == 5 * 26
     assert capture_batch_sizes(decode_batch_sizes(512, True, False), 26)[-3:] == [22, 24, 26]
+
+
+def test_a_graph_capture_oom_names_0_5_23s_flags(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SGLANG_EMULATOR_PROFILE", str(write(tmp_path / "fast.yaml", {"base": str(NEWEST),
+                                                                                    "time_scale": 0.0001})))
+    engine = create_engine(prepare_server_args([*BASELINE, "--mem-fraction-static", "0.97"]), load_profile())
+    with pytest.raises(Exception, match="Capture cuda graph failed: CUDA out of memory") as failed:
+        asyncio.run(engine.start())
+    assert "2. set --cuda-graph-max-bs-decode to a smaller value (e.g., 16)" in str(failed.value)

@@ -56,6 +56,22 @@ class _Graphs:
         self.engine = engine
         self.args, self.plan = engine.args, engine.plan
 
+    async def capture_batches(self, capture_bs: list[int], before: float, failed_text: str) -> float:
+        """The decode runner's capture loop: a bar over the batch sizes, largest first, while memory goes to
+        the graphs; too little memory left is a CUDA OOM inside `Capture cuda graph failed`. Returns the
+        capture time."""
+        used, started = self.plan.cuda_graph_gib, time.monotonic()
+        try:
+            self.check_memory()
+            await self.engine.progress_bars(
+                [f"Capturing batches (bs={bs} avail_mem={before - used * i / len(capture_bs):.2f} GB)"
+                 for i, bs in enumerate(reversed(capture_bs))],
+                self.engine.profile.startup.cuda_graph_s,
+            )
+        except RuntimeError as e:
+            raise Exception(f"Capture cuda graph failed: {e}\n{failed_text}") from e
+        return time.monotonic() - started
+
     def check_memory(self) -> None:
         """Too little memory left for graphs plus activations: CUDA OOM while capturing."""
         plan = self.plan
@@ -88,19 +104,10 @@ class PiecewiseGraphs(_Graphs):
         capture_bs = self.capture_batch_sizes()
         engine.log_ranks(f"Capture cuda graph bs {capture_bs}")
         engine.first_forward()
-        started = time.monotonic()
-        try:
-            self.check_memory()
-            await engine.progress_bars(
-                [f"Capturing batches (bs={bs} avail_mem={before - self.plan.cuda_graph_gib * i / len(capture_bs):.2f} GB)"
-                 for i, bs in enumerate(reversed(capture_bs))],
-                engine.profile.startup.cuda_graph_s,
-            )
-        except RuntimeError as e:
-            raise Exception(f"Capture cuda graph failed: {e}\n{CUDA_GRAPH_CAPTURE_FAILED_MSG}") from e
+        elapsed = await self.capture_batches(capture_bs, before, CUDA_GRAPH_CAPTURE_FAILED_MSG)
         after = before - self.plan.cuda_graph_gib
         engine.log_ranks(
-            f"Capture cuda graph end. Time elapsed: {time.monotonic() - started:.2f} s. "
+            f"Capture cuda graph end. Time elapsed: {elapsed:.2f} s. "
             f"mem usage={self.plan.cuda_graph_gib:.2f} GB. avail mem={after:.2f} GB."
         )
 
@@ -175,18 +182,10 @@ class PhaseGraphs(_Graphs):
                          f"num_tokens_per_req={per_req}, avail mem={before:.2f} GB")
         capture_bs = self.capture_batch_sizes()
         engine.first_forward()
-        started = time.monotonic()
+        elapsed = await self.capture_batches(capture_bs, before, PHASE_CUDA_GRAPH_CAPTURE_FAILED_MSG)
         used = self.plan.cuda_graph_gib
-        try:
-            self.check_memory()
-            await engine.progress_bars(
-                [f"Capturing batches (bs={bs} avail_mem={before - used * i / len(capture_bs):.2f} GB)"
-                 for i, bs in enumerate(reversed(capture_bs))], engine.profile.startup.cuda_graph_s)
-        except RuntimeError as e:
-            raise Exception(f"Capture cuda graph failed: {e}\n{PHASE_CUDA_GRAPH_CAPTURE_FAILED_MSG}") from e
-        engine.log_ranks(f"Capture {name} CUDA graph end. bs={capture_bs}, "
-                         f"elapsed={time.monotonic() - started:.2f} s, mem usage={used:.2f} GB, "
-                         f"avail mem={before - used:.2f} GB.")
+        engine.log_ranks(f"Capture {name} CUDA graph end. bs={capture_bs}, elapsed={elapsed:.2f} s, "
+                         f"mem usage={used:.2f} GB, avail mem={before - used:.2f} GB.")
 
     def capture_draft(self) -> None:
         """eagle_worker_v2.py init_cuda_graphs: the draft runner's prefill graph (breakable only; when prefill
