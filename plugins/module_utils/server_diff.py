@@ -155,8 +155,25 @@ def _auto_adjusted(
             if family is not None and _family_request_changed(family, baseline_requested, candidate_requested):
                 continue
             requested = None
+            if isinstance(effective, Mapping) and isinstance(baseline_args[arg], Mapping):
+                adjusted.extend({"arg": path, "requested": None, "effective": after, "baseline": before}
+                                for path, before, after in _changed_leaves(arg, baseline_args[arg], effective))
+                continue
         adjusted.append({"arg": arg, "requested": requested, "effective": effective, "baseline": baseline_args.get(arg)})
     return adjusted
+
+
+def _changed_leaves(path: str, before: Mapping[str, Any], after: Mapping[str, Any]) -> list[tuple[str, Any, Any]]:
+    """What the server changed inside a nested setting, by dotted path: 0.5.23's resolved ``cuda_graph_config``
+    holds every phase's graph settings, of which one (``cuda_graph_config.prefill.backend``) changes."""
+    changed = []
+    for key in dict.fromkeys([*before, *after]):
+        old, new = before.get(key), after.get(key)
+        if isinstance(old, Mapping) and isinstance(new, Mapping):
+            changed += _changed_leaves(f"{path}.{key}", old, new)
+        elif not _same(old, new):
+            changed.append((f"{path}.{key}", old, new))
+    return changed
 
 
 def _family_request_changed(prefix: str, baseline_requested: dict[str, Any], candidate_requested: dict[str, Any]) -> bool:

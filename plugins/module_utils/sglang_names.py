@@ -18,6 +18,9 @@ real ``launch_server --help`` by tests/conformance:
   (0.5.14 sglang/srt/server_args.py lines 6358-6432).
 - 0.5.20 and 0.5.23: the deprecated registrations are gone; only ``--disable-cuda-graph`` stays
   (``DeprecatedStoreTrueAction``, ``new_flag="--cuda-graph-backend-{decode,prefill}=disabled"``).
+- 0.5.14 to 0.5.23: ``--enable-flashinfer-allreduce-fusion`` is still a flag, but only a deprecated switch for
+  ``flashinfer_allreduce_fusion_backend = "auto"``; the old field stays in the dump, always False
+  (0.5.14 sglang/srt/server_args.py ``_handle_deprecated_args``; 0.5.23 sglang/srt/arg_groups/serving_hook.py).
 """
 from __future__ import annotations
 
@@ -30,11 +33,13 @@ class Rename(NamedTuple):
     old: str  # ServerArgs field / flag name up to `since`
     new: str  # field that replaces it from `since`
     since: str  # first release where `old` is only a deprecated alias of `new`
-    removed: str  # first release that no longer accepts `old`
+    removed: str | None  # first release that no longer accepts `old` (None: every release this table covers does)
     # Value of `new` for a boolean `old` (store-const aliases); None: the value carries over.
     const: str | None = None
     first: str | None = None  # first release with `old` (None: every release this table covers)
     gone: str | None = None  # first release without `new` either (the setting itself is gone)
+    # The release keeps `old` as a field of its dump (reset to its default) beside `new`, which holds the setting.
+    old_field_kept: bool = False
 
 
 RENAMES: tuple[Rename, ...] = (
@@ -48,6 +53,8 @@ RENAMES: tuple[Rename, ...] = (
     # 0.5.23 has no cuda_graph_tc_compiler field either (arg_groups/fields/exec_.py)
     Rename("piecewise_cuda_graph_compiler", "cuda_graph_tc_compiler", "0.5.14", "0.5.20", gone="0.5.23"),
     Rename("piecewise_cuda_graph_max_tokens", "cuda_graph_max_bs_prefill", "0.5.14", "0.5.20"),
+    Rename("enable_flashinfer_allreduce_fusion", "flashinfer_allreduce_fusion_backend", "0.5.14", None, const="auto",
+           old_field_kept=True),
 )
 BY_OLD: dict[str, Rename] = {rename.old: rename for rename in RENAMES}
 
@@ -89,7 +96,7 @@ def status(rename: Rename, known_flags: Mapping[str, Any] | None = None, version
         return "current"
     if rename.gone is not None and actual >= version_tuple(rename.gone):
         return "gone"
-    return "alias" if actual < version_tuple(rename.removed) else "removed"
+    return "alias" if rename.removed is None or actual < version_tuple(rename.removed) else "removed"
 
 
 def _release(version: str | None) -> str:
@@ -111,7 +118,8 @@ def gone_error(rename: Rename, version: str | None = None) -> str:
 def alias_warning(rename: Rename, value: Any, version: str | None = None) -> str:
     release = _release(version)
     return (f"server_args.{rename.old}: in {release} {_flag(rename.old)} is a deprecated alias of "
-            f"{new_spelling(rename, value)}, read as that; it is removed in {rename.removed}")
+            f"{new_spelling(rename, value)}, read as that; "
+            + (f"it is removed in {rename.removed}" if rename.removed else "a later release may remove it"))
 
 
 def old_name_error(rename: Rename, version: str | None = None) -> str:
@@ -159,8 +167,11 @@ def translate_args(server_args: Mapping[str, Any], known_flags: Mapping[str, Any
 
 def renamed_in(name: str, effective_args: Mapping[str, Any]) -> Rename | None:
     """The rename of a requested old ``name`` when a server's effective args hold its new field instead
-    (a request in old names compared with a newer release's dump)."""
+    (a request in old names compared with a newer release's dump), or beside the old one reset to False
+    (``enable_flashinfer_allreduce_fusion=False, flashinfer_allreduce_fusion_backend='auto'`` from 0.5.14)."""
     rename = BY_OLD.get(name)
-    if rename is None or name in effective_args or rename.new not in effective_args:
+    if rename is None or rename.new not in effective_args:
         return None
+    if name in effective_args and not (rename.old_field_kept and not effective_args[name]):
+        return None  # the release reads `old` itself (a kept old field only holds the setting while it is set)
     return rename

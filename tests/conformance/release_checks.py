@@ -108,7 +108,11 @@ def check_names(version: str) -> list[str]:
         if by_version == "current" and rename.old not in fields and (
                 rename.first is None or _vt(version) >= _vt(rename.first)):
             problems.append(f"{rename.old}: not a ServerArgs field of {version}")
-        if by_version == "alias":
+        if by_version == "alias" and rename.old_field_kept:  # its own switch, translated after parsing
+            option = real.get(old)
+            if option is None or option["dest"] != rename.old or "Deprecated" not in (option["help"] or ""):
+                problems.append(f"{old}: not a switch documented as deprecated for {new} in {version}: {option}")
+        elif by_version == "alias":
             option = real.get(old)
             if option is None or option["dest"] != rename.new or "Deprecated" not in option["action"]:
                 problems.append(f"{old}: not a deprecated alias of {new} in {version}: {option}")

@@ -147,3 +147,17 @@ def test_a_newer_releases_name_on_an_older_release_names_the_old_one():
     errors = validate_server_args({"cuda_graph_bs_decode": [1, 2]}, parse_help_flags(HELP))
     assert errors == ["server_args.cuda_graph_bs_decode: the installed SGLang has no --cuda-graph-bs-decode "
                       "(it arrived in 0.5.14); use cuda_graph_bs"]
+
+
+def test_the_fusion_switch_is_read_as_its_backend_from_0_5_14():
+    """0.5.14+ keep --enable-flashinfer-allreduce-fusion as a switch for --flashinfer-allreduce-fusion-backend=auto
+    (0.5.23 sglang/srt/arg_groups/serving_hook.py); 0.5.11 has only the switch."""
+    help_0523 = HELP + "  --flashinfer-allreduce-fusion-backend {auto,trtllm,cutedsl}\n"
+    assert validate_server_args({"enable_flashinfer_allreduce_fusion": True}, parse_help_flags(help_0523)) == []
+    assert deprecated_alias_warnings({"enable_flashinfer_allreduce_fusion": True}, parse_help_flags(help_0523)) == [
+        "server_args.enable_flashinfer_allreduce_fusion: in the installed SGLang --enable-flashinfer-allreduce-fusion is "
+        "a deprecated alias of --flashinfer-allreduce-fusion-backend=auto (server_args "
+        "`flashinfer_allreduce_fusion_backend: auto`), read as that; a later release may remove it"]
+    assert validate_server_args({"flashinfer_allreduce_fusion_backend": "auto"}, parse_help_flags(HELP)) == [
+        "server_args.flashinfer_allreduce_fusion_backend: the installed SGLang has no "
+        "--flashinfer-allreduce-fusion-backend (it arrived in 0.5.14); use enable_flashinfer_allreduce_fusion: true"]

@@ -189,3 +189,19 @@ def test_bad_arguments_are_named(arguments, message):
 def test_requested_may_be_none(baseline, trial):
     diff = diff_server_facts(baseline, trial, None, None)
     assert [entry["arg"] for entry in diff["auto_adjusted"]] == ["enable_flashinfer_allreduce_fusion", "disable_piecewise_cuda_graph"]
+
+
+def test_a_newer_releases_dump_is_read_in_its_names():
+    """0.5.23 dumps the fusion switch reset (False) beside its backend, and every phase's graph settings in one
+    resolved ``cuda_graph_config``: the request in 0.5.11's names is no adjustment, the prefill graph turned off is
+    one, by its path (sglang 0.5.23 sglang/srt/arg_groups/serving_hook.py, cuda_graph_hook.py)."""
+    def graphs(prefill_backend):
+        return {"decode": {"backend": "full", "max_bs": 512}, "prefill": {"backend": prefill_backend, "max_bs": 8192}}
+    baseline = {"server_args": {"tp_size": 4, "enable_flashinfer_allreduce_fusion": False,
+                                "flashinfer_allreduce_fusion_backend": None, "cuda_graph_config": graphs("breakable")}}
+    candidate = {"server_args": {"tp_size": 4, "enable_flashinfer_allreduce_fusion": False,
+                                 "flashinfer_allreduce_fusion_backend": "auto", "cuda_graph_config": graphs("disabled")}}
+    diff = diff_server_facts(baseline, candidate, {"tp_size": 4},
+                             {"tp_size": 4, "enable_flashinfer_allreduce_fusion": True})
+    assert diff["auto_adjusted"] == [{"arg": "cuda_graph_config.prefill.backend", "requested": None,
+                                      "effective": "disabled", "baseline": "breakable"}]
