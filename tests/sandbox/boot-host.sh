@@ -134,8 +134,10 @@ install -m 600 "$scratch/inputs/authorized_keys" /root/.ssh/authorized_keys
 
 # The emulated GPU node, installed where the real programs live.
 if [[ -n ${SBX_EMULATOR:-} ]]; then
-    overlay "$scratch/emulator/releases/$SBX_RELEASE/venv" /opt/sglang/venv sglang_venv
-    overlay "$scratch/emulator/releases/$SBX_RELEASE/src" /opt/sglang/src sglang_src
+    # One writable layer per release: what a run wrote into one release's venv (tuned MoE configs) is not
+    # in another's when a reboot changes the host's release (Fleet.reboot with a profile).
+    overlay "$scratch/emulator/releases/$SBX_RELEASE/venv" /opt/sglang/venv "sglang_venv-$SBX_RELEASE"
+    overlay "$scratch/emulator/releases/$SBX_RELEASE/src" /opt/sglang/src "sglang_src-$SBX_RELEASE"
     overlay "$scratch/emulator/models" /srv/models models
     install -m 755 "$scratch/emulator/bin/nvidia-smi" /usr/local/bin/nvidia-smi
     install -D -m 644 "$scratch/inputs/profile.yaml" /etc/sglang-emulator/profile.yaml

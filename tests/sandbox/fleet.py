@@ -233,10 +233,14 @@ class Fleet:
         flat.write_text(yaml.safe_dump(profile_document(profile), sort_keys=False), encoding="utf-8")
         return {"SBX_PROFILE": str(flat), "SBX_RELEASE": release}
 
-    def reboot(self, host: SandboxHost) -> SandboxHost:
+    def reboot(self, host: SandboxHost, profile: Path | None = None) -> SandboxHost:
         """Power ``host`` off and boot it again on the same writable layers: what it wrote to /etc, /var, /opt...
         is there again, /run and /tmp are new, and systemd starts what is enabled, as after a real reboot.
+        With ``profile`` the host comes back as that emulator profile's GPU node, with its SGLang release
+        installed (an upgrade or downgrade: each release's venv and checkout keep their own writable layer).
         ``host`` is updated in place (callers keep their handle)."""
+        if profile is not None:
+            host.profile = str(profile)
         self._power_off([host])
         _run("ip", "link", "del", self._veth(host), check=False)
         booted = self._launch(host.name, host.index, Path(host.emulator) if host.emulator else None,
