@@ -25,11 +25,13 @@ It prints the cost model, one row per effect and noise level, and as its last li
 ``verdict cost: fixed <X> GPU-min, sequential <Y> GPU-min, ratio <R>x; false-adopt fixed <a>% sequential <b>%;
 missed>=3% fixed <c>% sequential <d>%``. Exit code 0 only if every target is met (>= 2x fewer GPU-minutes,
 false-adopt no higher than fixed and <= 5 %, no more missed improvements >= 3 %). ``--quick`` runs fewer trials.
-Writes ``.cache/verdict-cost/results.json`` (or ``results-quick.json``).
+``--rule KEY=VALUE`` (repeatable) measures another stopping rule than the role default. Writes every cell to
+``.cache/verdict-cost/results[-quick][-KEY_VALUE...].json``.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import json
 import logging
@@ -105,17 +107,34 @@ class CostModel:
         return sum(self.run_s.values()) / 60.0
 
 
+@contextlib.contextmanager
+def _demo_profile() -> t.Iterator[None]:
+    """The emulator's server args read the profile named by the environment and log notes for a starting server;
+    both only while the cost model is built, so nothing else in this process sees them."""
+    saved, logger = os.environ.get(PROFILE_ENV), logging.getLogger("sglang")
+    level = logger.level
+    os.environ[PROFILE_ENV] = str(DEMO_PROFILE)
+    logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+        if saved is None:
+            os.environ.pop(PROFILE_ENV, None)
+        else:
+            os.environ[PROFILE_ENV] = saved
+
+
 def real_case_cost_model() -> CostModel:
     """The design's real case as the emulator models it (demo.yaml: real-GPU numbers, calibrated to it).
 
     Restart: the profile's startup phases (weights, draft, graphs, ...) plus the old server's shutdown. Levels: the
     perf model's steady-state tok/s of the baseline at 1000/1000, times the bench module's default requests
     (max(2C, 4)) and warm-up requests (max(C, 4)) of 1000 output tokens each."""
-    os.environ[PROFILE_ENV] = str(DEMO_PROFILE)  # the emulator's server args read the profile from there
-    logging.getLogger("sglang").setLevel(logging.ERROR)  # its server-arg notes are for a starting server, not here
-    profile, shape = load_profile(DEMO_PROFILE), load_model_shape(str(MODEL))
-    args = prepare_server_args(BASELINE_ARGS)
-    perf, memory = build_perf_model(profile, args, shape), plan_memory(args, shape, profile)
+    with _demo_profile():
+        profile, shape = load_profile(DEMO_PROFILE), load_model_shape(str(MODEL))
+        args = prepare_server_args(BASELINE_ARGS)
+        perf, memory = build_perf_model(profile, args, shape), plan_memory(args, shape, profile)
     throughput = {c: expected_output_throughput(perf, c, INPUT_LEN, OUTPUT_LEN, memory.max_running_requests)
                   for c in LEVELS}
     bench = BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=LEVELS)
@@ -299,26 +318,46 @@ def table_lines(cells: list[dict]) -> list[str]:
     return lines
 
 
+def rule_options(pairs: list[str]) -> dict:
+    """``["min_repeats=3", "spending=pocock"]`` -> options of the stopping rule (numbers and booleans as such)."""
+    options: dict[str, t.Any] = {}
+    for pair in pairs:
+        key, _sep, text = pair.partition("=")
+        value: t.Any = {"true": True, "false": False}.get(text.lower(), text)
+        if isinstance(value, str):
+            with contextlib.suppress(ValueError):
+                value = float(text) if "." in text else int(text)
+        options[key] = value
+    return options
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="150 trials per cell instead of 2000 (< 2 min)")
     parser.add_argument("--trials", type=int, help="trials per (effect, noise) cell")
     parser.add_argument("--seed", type=int, default=18)
+    parser.add_argument("--rule", action="append", default=[], metavar="KEY=VALUE",
+                        help="a stopping-rule option other than the role default (min_repeats=3, spending=pocock, ...)")
     args = parser.parse_args(argv)
     trials = args.trials or (150 if args.quick else 2000)
     started = time.monotonic()
     cost = real_case_cost_model()
     instance_cv = load_profile(DEMO_PROFILE).instance_cv
-    cells = simulate(trials, args.seed, cost, instance_cv)
+    options = rule_options(args.rule)
+    cells = simulate(trials, args.seed, cost, instance_cv, options)
     numbers = headline(cells)
+    rule = {**DESIGN_DEFAULTS, **options}
+    print("stopping rule: " + ", ".join(f"{key} {value}" for key, value in rule.items()) + " (role default"
+          + (f" with {', '.join(args.rule)})" if args.rule else ")"))
     for line in cost_lines(cost, instance_cv) + [""] + table_lines(cells):
         print(line)
     problems = target_failures(numbers)
     print(f"\n{trials} trials per cell, seed {args.seed}, {time.monotonic() - started:.0f} s; targets: "
           + ("all met" if not problems else "NOT MET: " + "; ".join(problems)))
     CACHE.mkdir(parents=True, exist_ok=True)
-    (CACHE / ("results-quick.json" if args.quick else "results.json")).write_text(json.dumps(
-        {"trials": trials, "seed": args.seed, "cost_model": dataclasses.asdict(cost), "cells": cells,
+    name = "-".join(["results"] + (["quick"] if args.quick else []) + [pair.replace("=", "_") for pair in args.rule])
+    (CACHE / f"{name}.json").write_text(json.dumps(
+        {"trials": trials, "seed": args.seed, "rule": options, "cost_model": dataclasses.asdict(cost), "cells": cells,
          "headline": numbers}, indent=2) + "\n")
     print(last_line(numbers))
     return 0 if not problems else 1

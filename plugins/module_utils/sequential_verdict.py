@@ -303,9 +303,9 @@ def _t_statistic(estimate: float, se: float) -> float:
     return math.copysign(math.inf, estimate) if estimate else 0.0
 
 
-def _decide(estimate: float, se: float, look: dict, threshold: float, last: bool) -> tuple[str, str | None]:
+def _decide(estimate: float, se: float, statistic: float, look: dict, threshold: float,
+            last: bool) -> tuple[str, str | None]:
     """Decision and the boundary that made it, on the log scale (``threshold`` = log(1 + threshold_pct/100))."""
-    statistic = _t_statistic(estimate, se)
     if statistic >= look["efficacy_t"] and estimate >= threshold:
         return "improved", "efficacy_upper"
     if statistic <= -look["efficacy_t"] and estimate <= -threshold:
@@ -358,9 +358,9 @@ def look_at_level(reference: list[float], candidate: list[float], threshold_pct:
     look = looks[len(candidate) - design["min_repeats"]]
     estimate, se, df = _log_statistics(reference, candidate)
     threshold = math.log1p(threshold_pct / 100.0)
-    decision, boundary = _decide(estimate, se, look, threshold, len(candidate) == design["max_repeats"])
     statistic = _t_statistic(estimate, se)
-    half_width = look["efficacy_t"] * se
+    decision, boundary = _decide(estimate, se, statistic, look, threshold, len(candidate) == design["max_repeats"])
+    half_width = look["efficacy_t"] * se if se > 0 else 0.0
     record = {
         "decision": decision, "boundary": boundary, "repeats": len(candidate), "n_reference": len(reference),
         "min_repeats": design["min_repeats"], "max_repeats": design["max_repeats"], "df": df,

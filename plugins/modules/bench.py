@@ -35,8 +35,8 @@ description:
     each level stop as soon as a group-sequential rule with error spending decides the comparison with that level of
     the reference - C(improved), C(regressed) or C(no_change) - and continue, up to O(sequential.max_repeats),
     while it does not. The rule and its measured error rates are described in C(docs/run-directory.md) ("Sequential
-    verdicts"). The sweep records the rule (RV(sweep.sequential)) and every level why it stopped
-    (RV(sweep.levels[].sequential)), and P(llmops.sglang.compare_sweeps#filter) judges such a sweep by the same rule.
+    verdicts"). The sweep records the rule (RV(sweep.sequential)) and every level why it stopped (C(sequential) of
+    each of RV(sweep.levels)), and P(llmops.sglang.compare_sweeps#filter) judges such a sweep by the same rule.
   - The result schema is documented in C(docs/bench-schema.md) of the collection; compare two sweeps with the
     P(llmops.sglang.compare_sweeps#filter) filter and render one with P(llmops.sglang.sweep_table#filter).
 
@@ -156,8 +156,8 @@ options:
         default: 0.2
       stop_on_regression:
         description:
-          - End the sweep at a level that stopped C(regressed): such a configuration cannot be adopted, so the
-            remaining levels are not measured (listed in RV(sweep.not_measured)).
+          - End the sweep at a level that stopped C(regressed). Such a configuration cannot be adopted, so the
+            remaining levels are not measured (they are listed in RV(sweep.not_measured)).
         type: bool
         default: true
       metric:
