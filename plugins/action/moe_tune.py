@@ -47,7 +47,7 @@ class ActionModule(ActionBase):
 
     def _tune(self, args: dict, task_vars: dict, plan: dict, started: float, deadline: float) -> dict:
         host = task_vars.get("inventory_hostname", "?")
-        progress, tuner_seconds, placements, tuned = [], [], [], 0
+        progress, tuner_seconds, placements, tuned, process_seconds = [], [], [], 0, 0.0
         for chunk in plan["chunks"]:
             if time.monotonic() >= deadline:
                 return self._failed(f"timeout: {plan['timeout']}s spent with batch sizes "
@@ -57,6 +57,7 @@ class ActionModule(ActionBase):
             if step.get("failed"):
                 return {**step, "progress": progress, "duration_s": round(time.monotonic() - started, 1)}
             tuned += len(chunk)
+            process_seconds += step["seconds"]
             entry = progress_entry(chunk, step["done"], len(plan["batch_sizes"]), time.monotonic() - started, tuned)
             entry["tuner_seconds"] = step["tuner_seconds"]
             progress.append(entry)
@@ -70,6 +71,7 @@ class ActionModule(ActionBase):
             return {**finished, "progress": progress}
         return {"changed": bool(plan["chunks"]) or finished["changed"], "output_file": finished["output_file"],
                 "progress": progress, "tuner_seconds": round(sum(tuner_seconds), 2) if tuner_seconds else None,
+                "process_seconds": round(process_seconds, 1),
                 "placements": placements,
                 "gpus_used": max((p["gpus_used"] for p in placements if "gpus_used" in p), default=None),
                 "hosts_used": sorted({host for p in placements for host in p.get("hosts_used", [])}),

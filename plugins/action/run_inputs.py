@@ -4,20 +4,17 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
+from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import validate_run_inputs
 
 OPTIONS = ("stages", "force", "bench", "compare", "sequential", "policy", "moe", "flag_sets", "baseline_args",
-           "inventory_hosts")
+           "skip_ineffective", "emulator_time_scale", "inventory_hosts")
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
+class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(argument_spec={
+        args = self.arguments({
             "stages": {"type": "raw"},
             "force": {"type": "raw"},
             "bench": {"type": "raw"},
@@ -27,8 +24,10 @@ class ActionModule(ActionBase):
             "moe": {"type": "raw"},
             "flag_sets": {"type": "raw"},
             "baseline_args": {"type": "raw"},
+            "skip_ineffective": {"type": "raw"},
+            "emulator_time_scale": {"type": "raw"},
             "inventory_hosts": {"type": "list", "elements": "str"},
-        })[1]
+        })
         inputs = {name: args[name] for name in OPTIONS if args.get(name) is not None}
         errors = validate_run_inputs(inputs)
         if errors:

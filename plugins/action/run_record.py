@@ -6,20 +6,17 @@ from __future__ import annotations
 from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
+from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import remove_files, serialize, write_files
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
+class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(argument_spec={
+        args = self.arguments({
             "dir": {"type": "path", "required": True},
             "files": {"type": "dict", "required": True},
-        })[1]
+        })
         directory = Path(args["dir"])
         try:
             # null content means "no such record" (e.g. no sweep for a candidate that failed to start): one left by

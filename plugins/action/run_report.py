@@ -7,18 +7,15 @@ import json
 from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
+from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.plugin_utils import run_report
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import write_files
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _requires_connection = False
-
+class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.validate_argument_spec(argument_spec={"run_dir": {"type": "path", "required": True}})[1]
+        args = self.arguments({"run_dir": {"type": "path", "required": True}})
         run_dir = Path(args["run_dir"])
         if not run_report.HAS_REPORT_LIBS:
             raise AnsibleActionFail("the report needs matplotlib and markdown on the controller "

@@ -17,3 +17,14 @@ attributes:
     description: Never changes the host.
     support: full
 """
+
+    # Controller-side actions (run directory bookkeeping): nothing reaches the managed host.
+    CONTROLLER = r"""
+attributes:
+  action:
+    description: Runs on the controller.
+    support: full
+  diff_mode:
+    description: No diff.
+    support: none
+"""

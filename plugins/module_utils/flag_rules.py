@@ -89,3 +89,36 @@ def evaluate_flag_rules(rules: list[dict], server_args: dict, context: dict) -> 
                              "message": f"{flag} will not take effect because {reason}",
                              "source": rule["source"]})
     return findings
+
+
+def _requested_flags(candidate_args: dict, version: str | None) -> set[str]:
+    """The flags a candidate turns on, in the release's names (a flag set to false or null turns nothing on)."""
+    translated = translate_args(candidate_args, version=version)[0]
+    return {name for name, value in translated.items() if value not in (None, False, "", 0)}
+
+
+def trial_plan(candidate: dict, findings: list[dict], skip_ineffective: bool = True,
+               version: str | None = None) -> dict:
+    """Whether a flag candidate is measured: not when the preflight found that none of its flags can take effect.
+
+    ``findings``: the preflight's findings for the candidate (flag_findings.json; they may also name baseline flags,
+    which are not the candidate's). A candidate is ineffective when every flag it turns on has a finding; it is
+    skipped unless ``force: true`` is set on it or ``skip_ineffective`` is off. Returns ``skip``, ``ineffective``,
+    ``findings`` (those about the candidate's flags), ``forced_by`` and, for a skip, the ``decision`` to record.
+    """
+    requested = _requested_flags(candidate.get("args") or {}, version)
+    relevant = [finding for finding in findings or [] if finding["flag"].split("=", 1)[0] in requested]
+    ineffective = bool(requested) and requested <= {finding["flag"].split("=", 1)[0] for finding in relevant}
+    forced_by = None
+    if ineffective and candidate.get("force"):
+        forced_by = "force: true on the candidate"
+    elif ineffective and not skip_ineffective:
+        forced_by = "tuning_run_skip_ineffective: false"
+    plan = {"skip": ineffective and forced_by is None, "ineffective": ineffective, "findings": relevant,
+            "forced_by": forced_by}
+    if plan["skip"]:
+        reasons = [f"preflight: {finding['message']}" for finding in relevant]
+        plan["decision"] = {
+            "adopt": False, "action": "skip", "reasons": reasons, "findings": relevant,
+            "summary": "skip: " + "; ".join(reasons) + " (not measured; force: true on the candidate measures it)"}
+    return plan

@@ -555,6 +555,13 @@ def compute_bound_search_space(block_shape: list[int] | None = None) -> list[dic
     return configs
 
 
+def down_candidate_count(block_shape: list[int] | None = None) -> int:
+    """Configs ``tune_down_moe.py`` screens per batch size: the search space with BLOCK_SIZE_M pinned to the up
+    config's, duplicates dropped (384 for the full space; sglang-facts: "<= 384 unique candidates")."""
+    keys = ("BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+    return len({tuple(config[key] for key in keys) for config in compute_bound_search_space(block_shape)})
+
+
 def smem_bytes(config: dict, a_bytes: float, b_bytes: float | None = None, formula: str = "triton") -> float:
     """Shared memory of the pipelined A/B tiles.
 
@@ -572,13 +579,29 @@ def smem_bytes(config: dict, a_bytes: float, b_bytes: float | None = None, formu
 
 
 def prefilter_search_space(
-    configs: list[dict], smem_limit: int, a_bytes: float, b_bytes: float | None = None
+    configs: list[dict], smem_limit: int, a_bytes: float, b_bytes: float | None = None, formula: str = "triton"
 ) -> tuple[list[dict], int]:
-    """Drop configs whose Triton smem estimate exceeds the per-block limit; (kept, dropped count).
+    """Drop configs whose smem estimate (:func:`smem_bytes` ``formula``) exceeds the per-block limit; (kept, dropped
+    count).
 
     A prefilter only: epilogues add smem and other compile failures still happen.
     """
-    kept = [config for config in configs if smem_bytes(config, a_bytes, b_bytes) <= smem_limit]
+    kept = [config for config in configs if smem_bytes(config, a_bytes, b_bytes, formula) <= smem_limit]
+    return kept, len(configs) - len(kept)
+
+
+# GROUP_SIZE_M values the pruned space keeps: with them the best config of the full space was found at all 12 measured
+# points or lost at most 0.2% (H200, docs/run-directory.md "MoE search spaces").
+PRUNED_GROUP_SIZES_M = (1, 16)
+
+
+def pruned_search_space(
+    configs: list[dict], smem_limit: int, a_bytes: float, b_bytes: float | None = None
+) -> tuple[list[dict], int]:
+    """SGLang's conservative smem prefilter (``num_stages x tile``, search_space.py) plus GROUP_SIZE_M in
+    :data:`PRUNED_GROUP_SIZES_M`; (kept, dropped count). 624 of 1920 compiles for 16-bit weights on H200."""
+    kept = [config for config in prefilter_search_space(configs, smem_limit, a_bytes, b_bytes, "sglang")[0]
+            if config["GROUP_SIZE_M"] in PRUNED_GROUP_SIZES_M]
     return kept, len(configs) - len(kept)
 
 

@@ -34,6 +34,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
     model_moe_shape,
     moe_config_targets,
     prefilter_search_space,
+    pruned_search_space,
     reconcile_targets,
     tuner_arguments,
     validate_config,
@@ -179,20 +180,25 @@ def operand_bytes(tuner_dtype: str, checkpoint_dtype: str) -> tuple[float, float
     return width, width
 
 
+# search_space modes that prune the tuner's space before any compile (docs/run-directory.md, "MoE search spaces").
+PRUNINGS = {"prefiltered": prefilter_search_space, "pruned": pruned_search_space}
+
+
 def search_space_plan(
     mode: str, block_shape: list[int] | None, smem_per_block: int | None, operands: tuple[float, float]
 ) -> dict[str, Any]:
-    """``full`` or ``prefiltered`` search space: counts, and the configs to write (None = the tuner's own)."""
+    """``full``, ``prefiltered`` or ``pruned`` search space: counts, and the configs to write (None = the tuner's
+    own)."""
     space = compute_bound_search_space(block_shape)
     if mode == "full":
         return {"mode": "full", "total": len(space), "kept": len(space), "dropped": 0, "configs": None}
     if not smem_per_block:
         raise ValueError(
-            "smem_per_block: required with search_space=prefiltered; pass the GPU's shared memory per block "
+            f"smem_per_block: required with search_space={mode}; pass the GPU's shared memory per block "
             "in bytes (101376 on SM120/SM89, 232448 on SM90/SM100)"
         )
-    kept, dropped = prefilter_search_space(space, smem_per_block, *operands)
-    return {"mode": "prefiltered", "total": len(space), "kept": len(kept), "dropped": dropped, "configs": kept}
+    kept, dropped = PRUNINGS[mode](space, smem_per_block, *operands)
+    return {"mode": mode, "total": len(space), "kept": len(kept), "dropped": dropped, "configs": kept}
 
 
 def read_search_space_file(path: str) -> list[dict]:

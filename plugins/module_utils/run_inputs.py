@@ -35,7 +35,7 @@ BENCH_PIPELINE_OWNED = {"base_url": "sglang_port", "host": "sglang_port", "port"
                         "api_key": "sglang_api_key", "output_file": None, "progress_file": None}
 COMPARE_METRICS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s")
 VERDICTS = ("improved",)
-MOE_SEARCH_SPACES = ("full", "prefiltered")
+MOE_SEARCH_SPACES = ("full", "prefiltered", "pruned")
 # A trial's name is a directory of the run (flags/<host>/trials/<name>/).
 TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 BOOL_TRUE = ("yes", "on", "1", "true", "y", "t")
@@ -262,7 +262,8 @@ def check_moe(checker: Checker, moe: t.Any, inventory_hosts: t.Sequence[str] | N
     moe = checker.check(as_mapping, path, moe)
     if moe is None:
         return
-    checker.unknown_keys(path, moe, ("batch_sizes", "search_space", "work_dir", "timeout", "force", "tune_hosts"))
+    checker.unknown_keys(path, moe, ("batch_sizes", "search_space", "work_dir", "timeout", "force", "tune_hosts",
+                                     "seconds_per_config"))
     sizes = moe.get("batch_sizes")
     if sizes is not None and sizes != "auto":
         if isinstance(sizes, str) and not re.fullmatch(r"[\d,\s]+", sizes):
@@ -278,14 +279,16 @@ def check_moe(checker: Checker, moe: t.Any, inventory_hosts: t.Sequence[str] | N
     space = moe.get("search_space")
     if "search_space" in moe and space not in MOE_SEARCH_SPACES and not (
             isinstance(space, str) and space.startswith("/")):
-        checker.errors.append(f"{path}.search_space: must be full, prefiltered or the absolute path of a JSON list of "
-                              f"configs, {_got(space)}{_did_you_mean(space, MOE_SEARCH_SPACES) if isinstance(space, str) else ''}")
+        checker.errors.append(f"{path}.search_space: must be full, prefiltered, pruned or the absolute path of a "
+                              f"JSON list of configs, {_got(space)}{_did_you_mean(space, MOE_SEARCH_SPACES) if isinstance(space, str) else ''}")
     if "work_dir" in moe and not (isinstance(moe["work_dir"], str) and moe["work_dir"].startswith("/")):
         checker.errors.append(f"{path}.work_dir: must be an absolute path on the host, {_got(moe['work_dir'])}")
     if "timeout" in moe:
         checker.check(as_number, f"{path}.timeout", moe["timeout"], minimum=0, strict=True)
     if "force" in moe:
         checker.check(as_bool, f"{path}.force", moe["force"])
+    if moe.get("seconds_per_config") is not None:
+        checker.check(as_number, f"{path}.seconds_per_config", moe["seconds_per_config"], minimum=0, strict=True)
     if moe.get("tune_hosts"):
         hosts = checker.check(as_list, f"{path}.tune_hosts", moe["tune_hosts"])
         for index, host in enumerate(hosts or []):
@@ -307,7 +310,9 @@ def check_flag_sets(checker: Checker, flag_sets: t.Any) -> None:
         if not isinstance(entry, dict):
             checker.errors.append(f"{where}: must be a mapping with name and args, {_got(entry)}")
             continue
-        checker.unknown_keys(where, entry, ("name", "args"))
+        checker.unknown_keys(where, entry, ("name", "args", "force"))
+        if "force" in entry:
+            checker.check(as_bool, f"{where}.force", entry["force"])
         name = entry.get("name")
         if not isinstance(name, str) or not TRIAL_NAME.match(name):
             checker.errors.append(f"{where}.name: must be a name of letters, digits, '.', '_' or '-' (it names the "
@@ -334,6 +339,21 @@ def check_baseline_args(checker: Checker, args: t.Any) -> None:
     for flag in mapping or {}:
         if not isinstance(flag, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", flag):
             checker.errors.append(f"{path}: {flag!r} is not a server arg name (like tp_size, without the leading --)")
+
+
+def check_time_scale(checker: Checker, time_scale: t.Any) -> None:
+    """{serving, tuning}: wall seconds per real-GPU second of an emulated server and of its tuner."""
+    path = "tuning_run_emulator_time_scale"
+    scales = checker.check(as_mapping, path, time_scale)
+    if scales is None:
+        return
+    checker.unknown_keys(path, scales, ("serving", "tuning"))
+    if scales.get("serving") is None:
+        checker.errors.append(f"{path}.serving: must be a number > 0 (the emulator's time_scale), "
+                              f"{_got(scales.get('serving'))}")
+    for key in ("serving", "tuning"):
+        if scales.get(key) is not None:
+            checker.check(as_number, f"{path}.{key}", scales[key], minimum=0, strict=True)
 
 
 def check_sequential(checker: Checker, sequential: t.Any, bench: t.Any) -> None:
@@ -376,8 +396,8 @@ def validate_run_inputs(inputs: dict) -> list[str]:
     """Every problem of the run's inputs, as messages naming the variable; empty when all can work.
 
     ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``sequential``, ``policy``, ``moe``,
-    ``flag_sets``, ``baseline_args`` and ``inventory_hosts``; a key that is absent (or None for the optional ones) is
-    not checked.
+    ``flag_sets``, ``baseline_args``, ``skip_ineffective``, ``emulator_time_scale`` and ``inventory_hosts``; a key
+    that is absent (or None for the optional ones) is not checked.
     """
     checker = Checker()
     if "stages" in inputs or "force" in inputs:
@@ -396,4 +416,8 @@ def validate_run_inputs(inputs: dict) -> list[str]:
         check_flag_sets(checker, inputs["flag_sets"])
     if inputs.get("baseline_args") is not None:
         check_baseline_args(checker, inputs["baseline_args"])
+    if inputs.get("skip_ineffective") is not None:
+        checker.check(as_bool, "tuning_run_skip_ineffective", inputs["skip_ineffective"])
+    if inputs.get("emulator_time_scale") is not None:
+        check_time_scale(checker, inputs["emulator_time_scale"])
     return checker.errors

@@ -59,11 +59,19 @@ options:
     type: raw
   flag_sets:
     description:
-      - Candidate flag sets (C(sglang_candidate_flag_sets)), a list of C({name, args}). Names must be unique and
-        usable as a directory name; args a non-empty mapping of server arg names.
+      - Candidate flag sets (C(sglang_candidate_flag_sets)), a list of C({name, args}) with an optional boolean
+        C(force). Names must be unique and usable as a directory name; args a non-empty mapping of server arg names.
     type: raw
   baseline_args:
     description: Baseline server args (C(sglang_baseline_args)), a mapping of server arg names.
+    type: raw
+  skip_ineffective:
+    description: Whether flag candidates the preflight found ineffective are skipped (C(tuning_run_skip_ineffective)), a boolean.
+    type: raw
+  emulator_time_scale:
+    description:
+      - Time scales of an emulated server (C(tuning_run_emulator_time_scale)), V(null) or C({serving, tuning}) with
+        numbers above 0 (C(serving) required).
     type: raw
   inventory_hosts:
     description: Hosts of the inventory; C(tuning_run_moe.tune_hosts) must name some of them.

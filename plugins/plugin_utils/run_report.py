@@ -12,6 +12,8 @@ import json
 import typing as t
 from pathlib import Path
 
+from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import PART_LABELS, PARTS
+
 try:
     import markdown
     import matplotlib
@@ -25,7 +27,7 @@ except ImportError:  # pragma: no cover - reported by the action plugin
 SCHEMA_VERSION = 1
 STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify")
 MEASURED_FILES = ("sweep.json", "facts.json", "comparison.json", "decision.json", "side_effects.json",
-                  "requested_args.json")
+                  "requested_args.json", "cost.json", "findings.json")
 KEY_LEVEL_HINT = "the highest concurrency measured in both the baseline and the final sweep"
 
 
@@ -111,25 +113,60 @@ def measured_hosts(run_dir: Path) -> dict[str, list[dict]]:
     return {host: host_measurements(run_dir, host) for host in _hosts(run_dir)}
 
 
+def _trial_cost(measurement: dict) -> dict:
+    cost, findings = measurement["cost"] or {}, measurement["findings"] or {}
+    return {"stage": measurement["stage"], "label": measurement["label"], "gpu_minutes": cost.get("gpu_minutes"),
+            "skipped": bool(cost.get("skipped")), "saved_gpu_minutes": cost.get("saved_gpu_minutes"),
+            "forced_by": findings.get("forced_by")}
+
+
+def _moe_cost(run_dir: Path, host: str, stage_cost: dict | None) -> dict | None:
+    """The MoE stage's estimate (made before the server stopped) next to what it cost."""
+    estimate = read_json(run_dir / "moe_tune" / host / "estimate.json")
+    if estimate is None:
+        return None
+    actual = stage_cost or {}
+    return {"estimate_gpu_minutes": estimate["gpu_minutes"], "estimate_tuning_gpu_minutes": estimate["tuning_gpu_minutes"],
+            "actual_gpu_minutes": actual.get("gpu_minutes"),
+            "actual_tuning_gpu_minutes": ((actual.get("parts") or {}).get("tuning") or {}).get("gpu_minutes"),
+            "seconds_per_config": estimate["seconds_per_config"],
+            "measured_seconds_per_config": actual.get("seconds_per_config"), "summary": estimate.get("summary")}
+
+
+def host_cost(run_dir: Path, host: str, stages: dict, measurements: list[dict]) -> dict:
+    """GPU-minutes of the host: total over its stages, per measured (or skipped) configuration, the MoE estimate."""
+    costs = {stage: record["cost"] for stage, record in stages.items() if record.get("cost")}
+    trials = [_trial_cost(m) for m in measurements if m["cost"]]
+    return {"gpu_minutes": round(sum(c["gpu_minutes"] for c in costs.values()), 1),
+            "wall_gpu_minutes": round(sum(c["wall_gpu_minutes"] for c in costs.values()), 1),
+            "emulated": any(c.get("emulated") for c in costs.values()),
+            "trials": trials, "saved_gpu_minutes": round(sum(t["saved_gpu_minutes"] or 0 for t in trials), 1),
+            "moe": _moe_cost(run_dir, host, costs.get("moe_tune"))}
+
+
 def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
     decisions = [{"stage": m["stage"], "label": m["label"], **{k: m["decision"][k] for k in ("action", "summary", "reasons")}}
                  for m in measurements if m["decision"]]
+    stages = {stage: _stage_status(run_dir, stage, host) for stage in STAGES}
     return {
-        "stages": {stage: _stage_status(run_dir, stage, host) for stage in STAGES},
+        "stages": stages,
         "decisions": decisions,
         "adopted": _adopted(run_dir, host),
         "numbers": _key_numbers(measurements),
+        "cost": host_cost(run_dir, host, stages, measurements),
     }
 
 
 def build_summary(run_dir: Path, measured: dict[str, list[dict]] | None = None) -> dict:
     measured = measured if measured is not None else measured_hosts(run_dir)
     run = read_json(run_dir / "run.json") or {}
+    hosts = {host: host_summary(run_dir, host, measurements) for host, measurements in measured.items()}
     return {
         "schema_version": SCHEMA_VERSION,
         "run_id": run.get("run_id", run_dir.name),
         "created_at": run.get("created_at"),
-        "hosts": {host: host_summary(run_dir, host, measurements) for host, measurements in measured.items()},
+        "gpu_minutes": round(sum(h["cost"]["gpu_minutes"] for h in hosts.values()), 1),
+        "hosts": hosts,
     }
 
 
@@ -158,13 +195,58 @@ def _outcome_row(host: str, summary: dict) -> list[str]:
     return [host, key if key != "None" else "-", _number(numbers.get("baseline_agg_tok_s", {}).get(key)),
             _number(numbers.get("final_agg_tok_s", {}).get(key)), "-" if change is None else f"{change:+.1f}%",
             f"{numbers.get('baseline_max_running_requests', '-')} -> {numbers.get('final_max_running_requests', '-')}",
-            adopted.get("stage", "-")]
+            adopted.get("stage", "-"), _number(summary["cost"]["gpu_minutes"])]
+
+
+def _cost_note(cost: dict) -> str:
+    if not cost["emulated"]:
+        return "GPUs x wall time of each stage that measured or tuned."
+    return ("Emulated GPUs: the real-GPU equivalent (the time the server, the benchmark and the tuner timed as their "
+            f"work divided by the emulator's time scale; the rest as measured). Wall time here: "
+            f"{cost['wall_gpu_minutes']:,.1f} GPU-min.")
+
+
+def _trial_note(trial: dict) -> str:
+    if trial["skipped"]:
+        saved = trial["saved_gpu_minutes"]
+        return "skipped (preflight)" + (f", saved ~{saved:,.1f} GPU-min" if saved is not None else "")
+    return f"measured although the preflight found it ineffective ({trial['forced_by']})" if trial["forced_by"] else ""
+
+
+def _cost_section(summary: dict) -> list[str]:
+    cost = summary["cost"]
+    rows = []
+    for stage in STAGES:
+        record = summary["stages"][stage].get("cost")
+        if record:
+            parts = record.get("parts") or {}
+            rows.append([stage, str(record["gpus"]), _number(record["real_s"] / 60), _number(record["gpu_minutes"])]
+                        + [_number((parts.get(name) or {}).get("gpu_minutes")) for name in PARTS])
+    if not rows:
+        return []  # a run from before the accounting
+    header = ["Stage", "GPUs", "Minutes", "GPU-min", *(PART_LABELS[name] for name in PARTS)]
+    parts = ["### GPU-minutes", f"Total: **{cost['gpu_minutes']:,.1f} GPU-min**. {_cost_note(cost)}", _table(header, rows)]
+    trials = [[t["label"], _number(t["gpu_minutes"]), _trial_note(t)] for t in cost["trials"]]
+    if trials:
+        parts.append(_table(["Configuration", "GPU-min", "Note"], trials))
+    if cost["moe"]:
+        parts.append(_moe_cost_text(cost["moe"]))
+    return parts
+
+
+def _moe_cost_text(moe: dict) -> str:
+    measured = moe["measured_seconds_per_config"]
+    return (f"MoE stage: estimated {_number(moe['estimate_gpu_minutes'])} GPU-min before the server stopped (tuning "
+            f"{_number(moe['estimate_tuning_gpu_minutes'])}, {moe['seconds_per_config']:g} s per config), actual "
+            f"{_number(moe['actual_gpu_minutes'])} GPU-min (tuning {_number(moe['actual_tuning_gpu_minutes'])}"
+            + (f", {measured:g} s per config measured" if measured else "") + ").")
 
 
 def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[dict]) -> str:
     stages = ", ".join(f"{stage} {summary['stages'][stage]['status']}" for stage in STAGES)
     parts = [f"## {host}", f"Stages: {stages}.", "### Decisions"]
     parts.append("\n".join(f"- **{d['label']}**: {d['summary']}" for d in summary["decisions"]) or "No trials.")
+    parts += _cost_section(summary)
     parts += ["### Aggregate output throughput (tok/s, median of runs)", _throughput_table(measurements, "agg_tok_s"),
               "### Per-request output throughput (tok/s, median of runs)",
               _throughput_table(measurements, "per_req_tok_s"), f"![throughput and latency](plots/{host}.svg)"]
@@ -186,10 +268,14 @@ def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[di
 
 def render_markdown(run_dir: Path, summary: dict, measured: dict[str, list[dict]]) -> str:
     hosts = summary["hosts"]
-    header = ["Host", "C", "Baseline tok/s", "Final tok/s", "Change", "max_running_requests", "Adopted from"]
+    header = ["Host", "C", "Baseline tok/s", "Final tok/s", "Change", "max_running_requests", "Adopted from", "GPU-min"]
     parts = [f"# SGLang tuning run {summary['run_id']}",
              f"Outcome per host at the key concurrency C ({KEY_LEVEL_HINT}):",
              _table(header, [_outcome_row(host, hosts[host]) for host in hosts])]
+    if summary["gpu_minutes"]:
+        parts.append(f"The run cost {summary['gpu_minutes']:,.1f} GPU-minutes"
+                     + (" (real-GPU equivalent of the emulated run)." if any(h["cost"]["emulated"] for h in hosts.values())
+                        else "."))
     parts += [_host_section(run_dir, host, hosts[host], measured[host]) for host in hosts]
     return "\n\n".join(parts) + "\n"
 
@@ -205,6 +291,21 @@ def summary_text(summary: dict) -> list[str]:
                          f"{_number(numbers['final_agg_tok_s'][key])} tok/s ({numbers['key_change_pct']:+.1f}%), "
                          f"adopted from {(data['adopted'] or {}).get('stage', '-')}")
         lines += [f"{host}: {d['label']}: {d['summary']}" for d in data["decisions"]]
+        lines += _cost_lines(host, data)
+    return lines
+
+
+def _cost_lines(host: str, data: dict) -> list[str]:
+    cost = data["cost"]
+    costs = {stage: data["stages"][stage].get("cost") for stage in STAGES}  # summary.json sorts its keys
+    stages = ", ".join(f"{stage} {cost['gpu_minutes']:,.1f}" for stage, cost in costs.items() if cost)
+    if not stages:
+        return []
+    real = " (real-GPU equivalent of the emulated run)" if cost["emulated"] else ""
+    lines = [f"{host}: GPU-minutes{real}: {stages}; total {cost['gpu_minutes']:,.1f}"]
+    lines += [f"{host}: {t['label']}: {_trial_note(t)}" for t in cost["trials"] if _trial_note(t)]
+    if cost["moe"]:
+        lines.append(f"{host}: {_moe_cost_text(cost['moe'])}")
     return lines
 
 

@@ -11,10 +11,12 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from llmops_sglang.collection import STAGES
 from llmops_sglang.models import ProgressEvent, RunResult, Summary
 from llmops_sglang.runs import RunEntry
 
 PLAIN_WIDTH = 160  # redirected output has no width; this one keeps the tables' rows on one line each
+MEASURING_STAGES = tuple(stage for stage in STAGES if stage != "report")  # the stages that record GPU-minutes
 
 
 def make_console(terminal: bool) -> Console:
@@ -158,10 +160,46 @@ def decisions_table(summary: Summary) -> Table:
     return table
 
 
+def _minutes(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.1f}"
+
+
+def cost_table(summary: Summary) -> Table:
+    """GPU-minutes per host: each stage, the total, what skipped candidates saved, the MoE estimate vs actual."""
+    emulated = any(host.cost.emulated for host in summary.hosts.values())
+    title = f"GPU-minutes (total {summary.gpu_minutes:,.1f}" + (", real-GPU equivalent of the emulated run)" if emulated
+                                                                 else ")")
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
+    for column in ("Host", *MEASURING_STAGES, "Total", "Saved by skips", "MoE estimate / actual"):
+        table.add_column(column, justify="left" if column == "Host" else "right")
+    for name, host in summary.hosts.items():
+        stages = [_minutes(host.stages[stage].cost.gpu_minutes) if stage in host.stages and host.stages[stage].cost
+                  else "-" for stage in MEASURING_STAGES]
+        moe = host.cost.moe
+        table.add_row(name, *stages, _minutes(host.cost.gpu_minutes), _minutes(host.cost.saved_gpu_minutes or None),
+                      f"{_minutes(moe.estimate_gpu_minutes)} / {_minutes(moe.actual_gpu_minutes)}" if moe else "-")
+    return table
+
+
+def trial_cost_table(summary: Summary) -> Table:
+    table = Table(title="GPU-minutes per configuration", box=box.SIMPLE_HEAD, title_justify="left")
+    for column in ("Host", "Configuration", "GPU-min", "Note"):
+        table.add_column(column, justify="right" if column == "GPU-min" else "left")
+    for name, host in summary.hosts.items():
+        for trial in host.cost.trials:
+            note = (f"skipped (preflight), saved ~{_minutes(trial.saved_gpu_minutes)}" if trial.skipped
+                    else f"forced: {trial.forced_by}" if trial.forced_by else "")
+            table.add_row(name, trial.label, _minutes(trial.gpu_minutes), note)
+    return table
+
+
 def print_summary(console: Console, summary: Summary) -> None:
     console.print(outcome_table(summary))
     if any(host.decisions for host in summary.hosts.values()):
         console.print(decisions_table(summary))
+    if any(host.cost.trials or host.cost.gpu_minutes for host in summary.hosts.values()):
+        console.print(cost_table(summary))
+        console.print(trial_cost_table(summary))
 
 
 def print_result(console: Console, result: RunResult, elapsed_s: float) -> None:

@@ -68,12 +68,36 @@ class Sweep:
 
 
 @dataclass(frozen=True)
+class StageCost:
+    """GPU-minutes a stage spent (stage.json ``cost``): ``gpu_minutes`` on real GPUs (for an emulated run its
+    real-GPU equivalent), ``wall_gpu_minutes`` as measured, and per part (server_start, warmup, benchmark, tuning,
+    kernel_benchmark, other) the GPU-minutes."""
+
+    gpus: int
+    gpu_minutes: float
+    wall_gpu_minutes: float
+    real_s: float
+    wall_s: float
+    emulated: bool
+    parts: t.Mapping[str, float]
+
+    @classmethod
+    def from_dict(cls, cost: dict) -> StageCost:
+        return cls(gpus=cost.get("gpus", 0), gpu_minutes=cost.get("gpu_minutes", 0.0),
+                   wall_gpu_minutes=cost.get("wall_gpu_minutes", 0.0), real_s=cost.get("real_s", 0.0),
+                   wall_s=cost.get("wall_s", 0.0), emulated=bool(cost.get("emulated")),
+                   parts={name: part.get("gpu_minutes", 0.0) for name, part in (cost.get("parts") or {}).items()})
+
+
+@dataclass(frozen=True)
 class StageRecord:
     """stage.json of a host, or ``status == "not run"``; ``details`` holds stage-specific keys (trials, outcome)."""
 
     status: str
     finished_at: str | None = None
     details: t.Mapping[str, t.Any] = field(default_factory=dict)
+    started_at: str | None = None
+    cost: StageCost | None = None
 
     @property
     def done(self) -> bool:
@@ -81,8 +105,11 @@ class StageRecord:
 
     @classmethod
     def from_dict(cls, record: dict) -> StageRecord:
-        details = {k: v for k, v in record.items() if k not in ("status", "finished_at", "stage", "host")}
-        return cls(status=record.get("status", "not run"), finished_at=record.get("finished_at"), details=details)
+        details = {k: v for k, v in record.items()
+                   if k not in ("status", "started_at", "finished_at", "stage", "host", "cost")}
+        return cls(status=record.get("status", "not run"), finished_at=record.get("finished_at"), details=details,
+                   started_at=record.get("started_at"),
+                   cost=StageCost.from_dict(record["cost"]) if record.get("cost") else None)
 
 
 @dataclass(frozen=True)
@@ -146,18 +173,76 @@ class Numbers:
 
 
 @dataclass(frozen=True)
+class TrialCost:
+    """GPU-minutes of one measured configuration (baseline, a flag trial, the tuned MoE configs, verify); a skipped
+    candidate costs nothing and ``saved_gpu_minutes`` estimates what measuring it would have cost."""
+
+    stage: str
+    label: str
+    gpu_minutes: float | None
+    skipped: bool
+    saved_gpu_minutes: float | None
+    forced_by: str | None
+
+    @classmethod
+    def from_dict(cls, trial: dict) -> TrialCost:
+        return cls(stage=trial["stage"], label=trial["label"], gpu_minutes=trial.get("gpu_minutes"),
+                   skipped=bool(trial.get("skipped")), saved_gpu_minutes=trial.get("saved_gpu_minutes"),
+                   forced_by=trial.get("forced_by"))
+
+
+@dataclass(frozen=True)
+class MoeCost:
+    """The MoE stage's estimate (made before the server stopped) next to what it cost."""
+
+    estimate_gpu_minutes: float
+    estimate_tuning_gpu_minutes: float
+    actual_gpu_minutes: float | None
+    actual_tuning_gpu_minutes: float | None
+    seconds_per_config: float
+    measured_seconds_per_config: float | None
+
+    @classmethod
+    def from_dict(cls, moe: dict) -> MoeCost:
+        return cls(**{name: moe.get(name) for name in cls.__dataclass_fields__})
+
+
+@dataclass(frozen=True)
+class HostCost:
+    """GPU-minutes of a host over the run: the stages' total, per configuration, what skipping saved, the MoE
+    estimate."""
+
+    gpu_minutes: float = 0.0
+    wall_gpu_minutes: float = 0.0
+    emulated: bool = False
+    trials: tuple[TrialCost, ...] = ()
+    saved_gpu_minutes: float = 0.0
+    moe: MoeCost | None = None
+
+    @classmethod
+    def from_dict(cls, cost: dict) -> HostCost:
+        return cls(gpu_minutes=cost.get("gpu_minutes", 0.0), wall_gpu_minutes=cost.get("wall_gpu_minutes", 0.0),
+                   emulated=bool(cost.get("emulated")),
+                   trials=tuple(TrialCost.from_dict(trial) for trial in cost.get("trials") or ()),
+                   saved_gpu_minutes=cost.get("saved_gpu_minutes", 0.0),
+                   moe=MoeCost.from_dict(cost["moe"]) if cost.get("moe") else None)
+
+
+@dataclass(frozen=True)
 class HostSummary:
     stages: t.Mapping[str, StageRecord]
     decisions: tuple[Decision, ...]
     adopted: Adopted | None
     numbers: Numbers
+    cost: HostCost = field(default_factory=HostCost)
 
     @classmethod
     def from_dict(cls, host: dict) -> HostSummary:
         return cls(stages={name: StageRecord.from_dict(record) for name, record in host["stages"].items()},
                    decisions=tuple(Decision.from_dict(d) for d in host.get("decisions", [])),
                    adopted=Adopted.from_dict(host["adopted"]) if host.get("adopted") else None,
-                   numbers=Numbers.from_dict(host.get("numbers") or {}))
+                   numbers=Numbers.from_dict(host.get("numbers") or {}),
+                   cost=HostCost.from_dict(host.get("cost") or {}))
 
     def stages_done(self) -> list[str]:
         return [name for name, record in self.stages.items() if record.done]
@@ -171,11 +256,13 @@ class Summary:
     created_at: str | None
     run_dir: Path
     hosts: t.Mapping[str, HostSummary]
+    gpu_minutes: float = 0.0
 
     @classmethod
     def from_dict(cls, summary: dict, run_dir: Path) -> Summary:
         return cls(run_id=summary["run_id"], created_at=summary.get("created_at"), run_dir=Path(run_dir),
-                   hosts={name: HostSummary.from_dict(host) for name, host in summary.get("hosts", {}).items()})
+                   hosts={name: HostSummary.from_dict(host) for name, host in summary.get("hosts", {}).items()},
+                   gpu_minutes=summary.get("gpu_minutes", 0.0))
 
 
 @dataclass(frozen=True)

@@ -3,6 +3,7 @@ decisions in summary.json, the final unit carries the adopted flags only, a reru
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -120,3 +121,62 @@ def test_a_new_run_finds_nothing_to_tune(pipeline, runner, demo_inventory):
     assert json.loads((run_dir / "moe_tune" / HOST / "targets.json").read_text())["tuned"] == []
     assert not (run_dir / "moe_tune" / HOST / "tune_up.json").exists()
     assert "no-op: the server reports no missing fused-MoE configs" in second.stdout
+
+
+def test_every_stage_records_its_gpu_minutes(pipeline):
+    """Per stage and per configuration, in real-GPU minutes (the emulator's time scales from the demo inventory)."""
+    run_dir = pipeline["run_dir"]
+    costs = {stage: json.loads((run_dir / stage / HOST / "stage.json").read_text())["cost"]
+             for stage in ("preflight", "baseline", "flags", "moe_tune", "verify")}
+    assert costs["preflight"]["gpu_minutes"] == 0
+    for stage in ("baseline", "flags", "moe_tune", "verify"):
+        cost = costs[stage]
+        assert cost["gpus"] == 4 and cost["emulated"], (stage, cost)
+        assert cost["gpu_minutes"] > cost["wall_gpu_minutes"] > 0, (stage, cost)  # real GPUs would take longer
+        assert cost["parts"]["benchmark"]["gpu_minutes"] > 0, (stage, cost)
+    assert costs["moe_tune"]["parts"]["tuning"]["gpu_minutes"] > costs["moe_tune"]["parts"]["benchmark"]["gpu_minutes"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    host = summary["hosts"][HOST]["cost"]
+    assert host["gpu_minutes"] == pytest.approx(sum(c["gpu_minutes"] for c in costs.values()), abs=0.2)
+    trials = {t["label"]: t for t in host["trials"]}
+    assert list(trials) == ["baseline", "flags: fused-moe-sum-all-reduce", "flags: flashinfer-allreduce-fusion",
+                            "moe_tune", "verify"]
+    assert all(t["gpu_minutes"] > 0 and not t["skipped"] for t in trials.values())
+    assert trials["flags: flashinfer-allreduce-fusion"]["forced_by"] == "force: true on the candidate"
+    moe = host["moe"]
+    estimate = json.loads((run_dir / "moe_tune" / HOST / "estimate.json").read_text())
+    assert moe["estimate_gpu_minutes"] == estimate["gpu_minutes"] > 0 and estimate["search_space"]["kept"] == 976
+    assert 0.3 < moe["actual_tuning_gpu_minutes"] / moe["estimate_tuning_gpu_minutes"] < 3, moe
+    report = (run_dir / "report.md").read_text()
+    assert "### GPU-minutes" in report and "MoE stage: estimated" in report
+    printed = pipeline["result"].task_results("Summary")[HOST]["msg"]
+    assert any(line.startswith(f"{HOST}: GPU-minutes (real-GPU equivalent of the emulated run): preflight 0.0, ")
+               for line in printed), printed
+
+
+def test_a_candidate_the_preflight_rules_out_is_skipped_with_its_reason(pipeline, runner, demo_inventory, fleet, host):
+    """Unforced, the fusion candidate is not measured on SM120: no restart, the finding recorded as the reason, and
+    the GPU-minutes of one measured configuration saved (a run that reuses the pipeline's preflight and baseline)."""
+    run_dir = pipeline["run_dir"].parent / "pipeline-skip"
+    run_dir.mkdir()
+    shutil.copy(pipeline["run_dir"] / "run.json", run_dir / "run.json")
+    for stage in ("preflight", "baseline"):
+        shutil.copytree(pipeline["run_dir"] / stage, run_dir / stage)
+    before = fleet.run(host, "systemctl", "show", "-p", "InvocationID", "--value", "sglang.service").stdout
+    fusion = {"name": "flashinfer-allreduce-fusion", "args": {"enable_flashinfer_allreduce_fusion": True}}
+    extravars = {**pipeline["extravars"], "run_id": "pipeline-skip", "stages": "flags,report",
+                 "sglang_candidate_flag_sets": [fusion]}
+    result = runner.run(TUNE, extravars, inventory=demo_inventory)
+    assert result.status == "successful", result.stdout[-4000:]
+    trial = run_dir / "flags" / HOST / "trials" / "flashinfer-allreduce-fusion"
+    decision = json.loads((trial / "decision.json").read_text())
+    assert decision["action"] == "skip" and not (trial / "requested_args.json").exists()
+    assert decision["reasons"][0].startswith("preflight: enable_flashinfer_allreduce_fusion will not take effect "
+                                             "because FlashInfer all-reduce fusion only runs on SM90/SM100 GPUs")
+    baseline = json.loads((run_dir / "baseline" / HOST / "cost.json").read_text())
+    assert json.loads((trial / "cost.json").read_text())["saved_gpu_minutes"] == baseline["gpu_minutes"]
+    assert fleet.run(host, "systemctl", "show", "-p", "InvocationID", "--value", "sglang.service").stdout == before
+    summary = json.loads((run_dir / "summary.json").read_text())["hosts"][HOST]
+    assert [(d["label"], d["action"]) for d in summary["decisions"]] == [("flags: flashinfer-allreduce-fusion", "skip")]
+    assert summary["cost"]["saved_gpu_minutes"] == baseline["gpu_minutes"]
+    assert f"skipped (preflight), saved ~{baseline['gpu_minutes']:,.1f} GPU-min" in (run_dir / "report.md").read_text()

@@ -9,6 +9,7 @@ import pytest
 
 from llmops_sglang.models import Summary, Sweep
 from llmops_sglang.runs import list_runs, load_sweeps, read_summary, write_report
+from tests.unit.costed_run import demo_run, finish_stages
 
 DEMO_RUN = Path(__file__).resolve().parents[2] / "fixtures" / "run-demo"
 TUNED_CONFIGS = ("E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json",
@@ -92,3 +93,22 @@ def test_report_regeneration_writes_the_report_once(runs_dir):
     written = {p.relative_to(run_dir).as_posix() for p in write_report(run_dir)}
     assert written == {"summary.json", "report.md", "report.html", "plots/gpu1.svg"}
     assert write_report(run_dir) == []  # deterministic: nothing changes the second time
+
+
+def test_gpu_minutes_are_typed_per_stage_per_configuration_and_in_total(tmp_path):
+    run_dir = demo_run(tmp_path / "20261130T200107Z")
+    costs = finish_stages(run_dir)
+    write_report(run_dir)
+    summary = read_summary(run_dir)
+    host = summary.hosts["gpu1"]
+    baseline = host.stages["baseline"].cost
+    assert (baseline.gpus, baseline.gpu_minutes, baseline.emulated) == (4, costs["baseline"]["gpu_minutes"], True)
+    assert baseline.parts["server_start"] == costs["baseline"]["parts"]["server_start"]["gpu_minutes"]
+    assert "cost" not in host.stages["baseline"].details
+    assert host.cost.gpu_minutes == summary.gpu_minutes == pytest.approx(sum(c["gpu_minutes"] for c in costs.values()),
+                                                                         abs=0.1)
+    assert [trial.label for trial in host.cost.trials] == [
+        "baseline", "flags: fused-moe-sum-all-reduce", "flags: flashinfer-allreduce-fusion", "moe_tune", "verify"]
+    assert host.cost.trials[0].gpu_minutes == json.loads((run_dir / "baseline/gpu1/cost.json").read_text())["gpu_minutes"]
+    assert host.cost.moe is None  # the demo run predates estimate.json
+    assert Summary.from_dict(json.loads((run_dir / "summary.json").read_text()), run_dir) == summary

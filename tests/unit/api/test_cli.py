@@ -1,6 +1,7 @@
 """llmops-sglang command line: arguments, what reaches the API, exit codes, report and runs, plain output."""
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import threading
@@ -13,6 +14,7 @@ from llmops_sglang.display import event_lines
 from llmops_sglang.models import ProgressEvent, RunResult
 
 from tests.unit.api.scripted_cli import DEMO_RUN, scripted_run
+from tests.unit.costed_run import demo_run, finish_stages
 
 ESC = "\x1b"
 
@@ -125,6 +127,20 @@ def test_report_regenerates_the_report_of_a_run(runs_dir, capsys):
     assert (run_dir / "report.html").is_file() and (run_dir / "summary.json").is_file()
     out = capsys.readouterr().out
     assert ESC not in out and f"report: {run_dir / 'report.html'}" in out and "+5.7%" in out
+
+
+def test_report_shows_the_gpu_minutes_per_stage_and_per_configuration(tmp_path, capsys):
+    run_dir = demo_run(tmp_path / "20261130T200107Z")
+    costs = finish_stages(run_dir)
+    skipped = run_dir / "flags/gpu1/trials/flashinfer-allreduce-fusion"
+    (skipped / "cost.json").write_text(json.dumps({"skipped": True, "gpu_minutes": 0.0, "saved_gpu_minutes": 27.4}))
+    assert cli.main(["report", "20261130T200107Z", "--runs-dir", str(tmp_path)]) == cli.EXIT_OK
+    out = capsys.readouterr().out
+    total = sum(cost["gpu_minutes"] for cost in costs.values())
+    assert f"GPU-minutes (total {total:,.1f}, real-GPU equivalent of the emulated run)" in out
+    stages = " +".join(f"{costs[s]['gpu_minutes']:,.1f}" for s in ("preflight", "baseline", "flags", "moe_tune", "verify"))
+    assert re.search(rf"gpu1 +{stages} +{total:,.1f} +27\.4 +- *$", out, re.MULTILINE), out
+    assert re.search(r"gpu1 +flags: flashinfer-allreduce-fusion +0\.0 +skipped \(preflight\), saved ~27\.4", out), out
 
 
 def test_report_of_an_unknown_run_exits_1(runs_dir, capsys):

@@ -42,3 +42,25 @@ def test_tune_yml_at_the_root_is_the_whole_routine():
     listed = _ansible("ansible-playbook", "tune.yml", "-i", "inventory", "--list-tasks").stdout
     tags = [line.rsplit("TAGS: ", 1)[1] for line in listed.splitlines() if line.strip().startswith("play #")]
     assert tags == ["[preflight]", "[baseline]", "[flags]", "[moe_tune]", "[verify]", "[report]"]
+
+
+def test_the_demo_accounts_the_emulator_at_its_profiles_time_scales():
+    """The demo inventory's tuning_run_emulator_time_scale is the demo profile's (its effective document, tuner
+    section included), so the report's real-GPU GPU-minutes are what the profile's real-GPU durations say."""
+    emulator_package = str(REPO_ROOT / "tests" / "emulator" / "sglang")
+    if emulator_package not in sys.path:
+        sys.path.insert(0, emulator_package)
+    from sglang._emulator.kernels import TunerSettings  # noqa: PLC0415 - the emulator is not on the default path
+    from sglang._emulator.profile import load_profile  # noqa: PLC0415
+
+    profile = load_profile(REPO_ROOT / "tests" / "emulator" / "profiles" / "demo.yaml")
+    tuner = TunerSettings.from_profile(profile)
+    scales = _inventory("-i", "inventory")["_meta"]["hostvars"]["gpu1"]["tuning_run_emulator_time_scale"]
+    assert scales == {"serving": profile.time_scale, "tuning": tuner.time_scale or profile.time_scale}
+
+
+def test_the_demo_measures_the_fusion_the_preflight_finds_ineffective():
+    """The demo keeps showing the real case's capacity drop (48 -> 26): its fusion candidate is forced."""
+    sets = _inventory("-i", "inventory")["_meta"]["hostvars"]["gpu1"]["sglang_candidate_flag_sets"]
+    assert {s["name"]: s.get("force", False) for s in sets} == {"fused-moe-sum-all-reduce": False,
+                                                                "flashinfer-allreduce-fusion": True}

@@ -75,7 +75,9 @@ def test_the_filter_reports_the_lookup_rules_of_the_installed_release():
         plugin.moe_targets(config, 1, device_name="NVIDIA H200", triton_version="3.6.0", installed_sglang="0.4.9")
 
 
-@pytest.mark.parametrize(("kind", "name"), [("filter", "moe_targets"), ("module", "moe_tune"), ("module", "moe_configs")])
+@pytest.mark.parametrize(("kind", "name"), [("filter", "moe_targets"), ("module", "moe_tune"), ("module", "moe_configs"),
+                                            ("filter", "moe_cost_estimate"), ("filter", "flag_trial_plan"),
+                                            ("module", "run_cost")])
 def test_ansible_doc_renders(tmp_path, kind, name):
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"), "HOME": str(tmp_path), "ANSIBLE_NOCOLOR": "1",
            "ANSIBLE_LOCAL_TEMP": str(tmp_path / "local-tmp")}

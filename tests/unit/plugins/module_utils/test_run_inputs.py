@@ -22,7 +22,8 @@ def good_inputs() -> dict:
         "bench": DEFAULTS["tuning_run_bench"], "compare": DEFAULTS["tuning_run_compare"],
         "policy": DEFAULTS["tuning_run_policy"], "moe": DEFAULTS["tuning_run_moe"],
         "flag_sets": DEMO["sglang_candidate_flag_sets"], "baseline_args": DEMO["sglang_baseline_args"],
-        "inventory_hosts": ["gpu1", "gpu2"],
+        "skip_ineffective": DEFAULTS["tuning_run_skip_ineffective"],
+        "emulator_time_scale": DEMO["tuning_run_emulator_time_scale"], "inventory_hosts": ["gpu1", "gpu2"],
     })
 
 
@@ -73,8 +74,18 @@ def test_the_role_defaults_and_the_demo_inventory_can_work() -> None:
     (["moe", "batch_sizes"], [1, 0], "tuning_run_moe.batch_sizes[1]: must be a positive integer, got 0"),
     (["moe", "batch_sizes"], "automatic", "tuning_run_moe.batch_sizes: must be null (SGLang's defaults), auto or a "
                                           "list of positive integers, got 'automatic'"),
-    (["moe", "search_space"], "prefilter", "tuning_run_moe.search_space: must be full, prefiltered or the absolute "
-                                           "path of a JSON list of configs, got 'prefilter'; did you mean 'prefiltered'?"),
+    (["moe", "search_space"], "prefilter", "tuning_run_moe.search_space: must be full, prefiltered, pruned or the "
+                                           "absolute path of a JSON list of configs, got 'prefilter'; did you mean "
+                                           "'prefiltered'?"),
+    (["moe", "seconds_per_config"], 0, "tuning_run_moe.seconds_per_config: must be a number > 0, got 0"),
+    (["flag_sets", 1, "force"], "always", "sglang_candidate_flag_sets[1].force: must be true or false, got 'always'"),
+    (["skip_ineffective"], "sometimes", "tuning_run_skip_ineffective: must be true or false, got 'sometimes'"),
+    (["emulator_time_scale"], {"serving": 0}, "tuning_run_emulator_time_scale.serving: must be a number > 0, got 0"),
+    (["emulator_time_scale"], {"tuning": 0.001},
+     "tuning_run_emulator_time_scale.serving: must be a number > 0 (the emulator's time_scale), got None"),
+    (["emulator_time_scale"], {"serving": 0.1, "tunning": 0.001},
+     "tuning_run_emulator_time_scale.tunning: unknown key; did you mean 'tuning'?"),
+    (["emulator_time_scale"], 0.1, "tuning_run_emulator_time_scale: must be a mapping, got 0.1"),
     (["moe", "work_dir"], "moe-tune", "tuning_run_moe.work_dir: must be an absolute path on the host, got 'moe-tune'"),
     (["moe", "timeout"], -5, "tuning_run_moe.timeout: must be a number > 0, got -5"),
     (["moe", "tune_hosts"], ["gpu1", "gpu9"], "tuning_run_moe.tune_hosts[1]: 'gpu9' is not a host of the inventory"),

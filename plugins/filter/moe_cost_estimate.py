@@ -1,0 +1,89 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: moe_cost_estimate
+short_description: GPU-minutes the MoE stage will cost, estimated from the tuner's plan before any server stops
+version_added: 0.2.0
+description:
+  - Up kernel - each tuner invocation of the batch sizes still to tune (the plan's C(chunks)) hands one batch size to
+    each of O(workers) GPUs, so it takes ceil(batch sizes / workers) rounds of (configs in the search space x
+    O(seconds_per_config)).
+  - Down kernel (O(down)) - C(tune_down_moe.py) screens every batch size in one process, over the search space with
+    C(BLOCK_SIZE_M) pinned (384 configs for the full space).
+  - Plus one measurement of the tuned configs (restart and sweep), estimated by O(reference_cost), the C(cost.json)
+    of a configuration measured earlier in this run.
+  - The deployment's GPUs (from O(facts), else O(requested_args), else C(CUDA_VISIBLE_DEVICES) of O(environment))
+    are held for all of it. docs/run-directory.md ("MoE estimate") has the sources of the per-config cost.
+author:
+  - llmops.sglang contributors (@llmops)
+options:
+  _input:
+    description: The result of M(llmops.sglang.moe_tune) for the up kernel in check mode (its plan).
+    type: dict
+    required: true
+  workers:
+    description: GPUs the tuner spreads the batch sizes over (default the plan's C(chunk_size)).
+    type: int
+  down:
+    description: Whether the down kernel is tuned too.
+    type: bool
+    default: false
+  block_shape:
+    description: The checkpoint's quantisation block shape (the MoE shape's C(block_shape)), null for none.
+    type: list
+    elements: int
+  seconds_per_config:
+    description: Real seconds per config and batch size (C(tuning_run_moe.seconds_per_config)); null = 1.4.
+    type: float
+  reference_cost:
+    description: C(cost.json) of a configuration measured in this run (its C(real_s) estimates the measurement).
+    type: dict
+  facts:
+    description: Startup facts of the running configuration.
+    type: dict
+  requested_args:
+    description: Its server args.
+    type: dict
+  environment:
+    description: Its environment.
+    type: dict
+"""
+
+EXAMPLES = r"""
+- name: Estimate before stopping the server
+  ansible.builtin.set_fact:
+    estimate: "{{ up_plan | llmops.sglang.moe_cost_estimate(down=true, facts=facts, reference_cost=baseline_cost) }}"
+"""
+
+RETURN = r"""
+_value:
+  description: C(gpus), C(workers), C(batch_sizes), C(resumed), C(rounds), C(search_space), C(down_candidates),
+    C(seconds_per_config), C(parts_s) (C(tuning_up), C(tuning_down), C(measurement)), C(real_s), C(gpu_minutes),
+    C(tuning_gpu_minutes) and C(summary) (one line).
+  type: dict
+  sample: {gpus: 4, workers: 4, rounds: 5, real_s: 18212.3, gpu_minutes: 1214.2}
+"""
+
+from ansible.errors import AnsibleFilterError
+from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import (
+    SECONDS_PER_CONFIG, deployment_gpus, moe_estimate)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import down_candidate_count
+
+
+def moe_cost_estimate(plan, workers=None, down=False, block_shape=None, seconds_per_config=None,
+                      reference_cost=None, facts=None, requested_args=None, environment=None):
+    if not isinstance(plan, dict) or "search_space" not in plan or "batch_sizes" not in plan:
+        raise AnsibleFilterError("moe_cost_estimate: the input must be the moe_tune result of the up kernel's plan "
+                                 "(check mode), with search_space and batch_sizes")
+    gpus = deployment_gpus(facts, requested_args, environment)[0] or 0
+    measurement = (reference_cost or {}).get("real_s")
+    return moe_estimate(plan, gpus=gpus, workers=int(workers or plan.get("chunk_size") or 1),
+                        down_candidates=down_candidate_count(block_shape) if down else None,
+                        seconds_per_config=float(seconds_per_config or SECONDS_PER_CONFIG), measurement_s=measurement)
+
+
+class FilterModule:
+    def filters(self):
+        return {"moe_cost_estimate": moe_cost_estimate}

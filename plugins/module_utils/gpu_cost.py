@@ -1,0 +1,245 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""GPU-minutes of a tuning run, from the run's own records (docs/run-directory.md, "GPU-minutes").
+
+Note that this module util is private to the llmops.sglang collection; do not use it from other collections.
+
+A stage that measures or tunes holds the deployment's GPUs from its start to its end (the server is under test, or
+stopped for the tuner, instead of serving), so it costs GPUs x its wall time. Its parts say where the time went:
+server starts (restart until ready), the warm-up and the timed runs of each sweep, MoE tuning, the kernel
+benchmarks, and ``other`` (facts, comparisons, installs, restores between them).
+
+A server that reports itself as an emulator (``facts.emulator``, from its startup log) runs real-GPU durations x a
+time scale. With the scales given, ``real_s`` is what real GPUs would have spent: the time a GPU program timed as its
+own work (the server's log from its first line to ready, the benchmark's sweep, the tuner's ``Tuning took``) is
+divided by the scale, the rest (process start-up, the controller's tasks) is kept as measured, since the emulator
+does not speed it up. On real GPUs ``real_s`` is the wall time.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import typing as t
+from datetime import datetime
+
+PARTS = ("server_start", "warmup", "benchmark", "tuning", "kernel_benchmark", "other")
+MEASUREMENT_PARTS = ("server_start", "warmup", "benchmark")
+# Wall seconds of SGLang's main tuner per config and batch size: 1920 configs at one batch size took 2643.9 s on an
+# H100 (Mixtral, TP2; sgl-project/sglang#29484). Real H200 measurements (docs/run-directory.md, "MoE estimate")
+# agree that the Triton compile of each config, not its timing, is what costs: 0.37-0.58 s serial compile, 0.01 s
+# timing per config and batch size.
+SECONDS_PER_CONFIG = 1.4
+SECONDS_PER_CONFIG_SOURCE = "sgl-project/sglang#29484: 1920 configs at one batch size in 2643.9 s on an H100"
+
+
+def seconds_between(start: str | None, end: str | None) -> float | None:
+    """Seconds from one ISO 8601 time to another (``Z`` or an offset); None when either is missing."""
+    if not start or not end:
+        return None
+    return (_parse_time(end) - _parse_time(start)).total_seconds()
+
+
+def _parse_time(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))  # Python < 3.11 reads no "Z"
+
+
+def _size(args: dict, name: str) -> int:
+    value = args.get(name)
+    return int(value) if isinstance(value, (int, float)) and value >= 1 else 1
+
+
+def deployment_gpus(facts: dict | None, requested_args: dict | None, environment: dict | None) -> tuple[int | None, str]:
+    """GPUs the server of one host uses, and where that comes from.
+
+    tp x pp x dp (dp only without DP attention, which runs inside the TP group) divided by nnodes, from the args the
+    server reported (facts) or else those requested; CUDA_VISIBLE_DEVICES when neither is known.
+    """
+    for args, source in (((facts or {}).get("server_args"), "facts"), (requested_args, "requested args")):
+        if args:
+            dp = 1 if args.get("enable_dp_attention") else _size(args, "dp_size")
+            gpus = _size(args, "tp_size") * _size(args, "pp_size") * dp
+            gpus = max(gpus // _size(args, "nnodes"), 1)
+            return gpus, f"tp_size x pp_size x dp_size / nnodes = {gpus} ({source})"
+    visible = str((environment or {}).get("CUDA_VISIBLE_DEVICES") or "")
+    devices = [device for device in visible.split(",") if device.strip()]
+    if devices:
+        return len(devices), f"CUDA_VISIBLE_DEVICES lists {len(devices)}"
+    return None, "unknown (no facts, args or CUDA_VISIBLE_DEVICES)"
+
+
+def part(wall_s: float | None, work_s: float | None = 0.0, scale: float | None = None) -> dict[str, float]:
+    """One part: its wall seconds and the real-GPU seconds (``work_s`` of the wall divided by ``scale``)."""
+    wall = max(float(wall_s or 0.0), 0.0)
+    work = min(max(float(work_s or 0.0), 0.0), wall)
+    real = wall - work + work / scale if scale else wall
+    return {"wall_s": round(wall, 1), "real_s": round(real, 1)}
+
+
+def add_parts(*part_maps: dict[str, dict]) -> dict[str, dict]:
+    total: dict[str, dict] = {}
+    for parts in part_maps:
+        for name, value in parts.items():
+            entry = total.setdefault(name, {"wall_s": 0.0, "real_s": 0.0})
+            entry["wall_s"] = round(entry["wall_s"] + value["wall_s"], 1)
+            entry["real_s"] = round(entry["real_s"] + value["real_s"], 1)
+    return total
+
+
+def _sweep_seconds(sweep: dict | None) -> tuple[float, float]:
+    """(wall, timed) seconds of a sweep: start to end, and the sum of its timed runs (the rest is warm-up)."""
+    if not sweep:
+        return 0.0, 0.0
+    levels = list(sweep.get("levels") or []) + ([sweep["failed_level"]] if sweep.get("failed_level") else [])
+    timed = sum(run.get("wall_s") or 0.0 for level in levels for run in level.get("runs") or [])
+    wall = seconds_between(sweep.get("started_at"), sweep.get("finished_at"))
+    return (max(wall, timed) if wall is not None else timed), timed
+
+
+def measurement_parts(deploy: dict | None, facts: dict | None, sweep: dict | None,
+                      scale: float | None = None) -> dict[str, dict]:
+    """Server start, warm-up and benchmark of one measurement (a deploy that did not restart started nothing).
+
+    ``deploy``: the server module's ``{restarted, ready_seconds}`` (deploy.json); the server's own log (facts
+    ``timings.total``: first line to ready) is the part of the start the time scale applies to.
+    """
+    log_s = ((facts or {}).get("timings") or {}).get("total")
+    if deploy is None:  # recorded before deploy.json existed: the log is all there is
+        start_s = log_s
+    else:
+        start_s = deploy.get("ready_seconds") if deploy.get("restarted") else 0.0
+    wall, timed = _sweep_seconds(sweep)
+    return {"server_start": part(start_s, log_s, scale), "warmup": part(wall - timed, wall - timed, scale),
+            "benchmark": part(timed, timed, scale)}
+
+
+def tuning_parts(tune_up: dict | None, tune_down: dict | None, kernel_benchmark: dict | None,
+                 scale: float | None = None) -> dict[str, dict]:
+    """MoE tuning (up and down kernels) and the kernel benchmarks before and after it.
+
+    The up tuner times its own work (``Tuning took``: tuner_seconds); the down screener prints no time, so its
+    processes' wall time is its work (for an emulator an upper bound: its start-up is scaled too). The kernel
+    benchmarks time one config per batch size, their GPU work is negligible next to their start-up: kept as measured.
+    """
+    tuning = [part(run.get("duration_s"), run.get("tuner_seconds") or run.get("process_seconds"), scale)
+              for run in (tune_up, tune_down) if run]
+    benchmarks = [part(seconds) for seconds in (kernel_benchmark or {}).values()]
+    parts = {}
+    if tuning:
+        parts["tuning"] = add_parts(*({"tuning": p} for p in tuning))["tuning"]
+    if benchmarks:
+        parts["kernel_benchmark"] = add_parts(*({"kernel_benchmark": p} for p in benchmarks))["kernel_benchmark"]
+    return parts
+
+
+def cost_record(parts: dict[str, dict], gpus: int | None, gpus_from: str, emulated: bool,
+                time_scale: dict | None) -> dict[str, t.Any]:
+    """GPU-minutes of ``parts`` on ``gpus``: ``gpu_minutes`` (real GPUs) and ``wall_gpu_minutes`` (as measured)."""
+    wall = round(sum(p["wall_s"] for p in parts.values()), 1)
+    real = round(sum(p["real_s"] for p in parts.values()), 1)
+    count = gpus or 0
+    record = {"gpus": count, "gpus_from": gpus_from, "wall_s": wall, "real_s": real,
+              "gpu_minutes": round(count * real / 60, 1), "wall_gpu_minutes": round(count * wall / 60, 1),
+              "parts": {name: {**value, "gpu_minutes": round(count * value["real_s"] / 60, 1)}
+                        for name, value in parts.items()},
+              "emulated": emulated}
+    if emulated:
+        record["time_scale"] = time_scale
+    return record
+
+
+def stage_parts(wall_s: float | None, activity: dict[str, dict]) -> dict[str, dict]:
+    """The stage's parts: its activities plus ``other``, the rest of its wall time (kept as measured)."""
+    busy = sum(p["wall_s"] for p in activity.values())
+    return {**activity, "other": part(max((wall_s or 0.0) - busy, 0.0))}
+
+
+def scales_for(emulated: bool, time_scale: dict | None) -> tuple[float | None, float | None]:
+    """(serving, tuning) scales to apply: only to an emulated server, and only the ones given."""
+    if not emulated or not time_scale:
+        return None, None
+    return time_scale.get("serving"), time_scale.get("tuning") or time_scale.get("serving")
+
+
+def saved_estimate(measured_gpu_minutes: list[float]) -> float | None:
+    """What a skipped candidate saved: the median cost of the configurations this run measured."""
+    values = [value for value in measured_gpu_minutes if value]
+    return round(statistics.median(values), 1) if values else None
+
+
+# ---- MoE stage estimate ---------------------------------------------------------------------------
+
+
+def moe_estimate(plan: dict, *, gpus: int, workers: int, down_candidates: int | None,
+                 seconds_per_config: float = SECONDS_PER_CONFIG, measurement_s: float | None = None) -> dict[str, t.Any]:
+    """GPU-minutes the MoE stage will cost, from the up tuner's plan (llmops.sglang.moe_tune in check mode).
+
+    Up: the tuner hands one batch size still to tune (the plan's chunks) to each of ``workers`` GPUs at a time, so it
+    takes ceil(batch sizes / workers) rounds of (configs in the search space x ``seconds_per_config``); a tuner that
+    takes one ``--batch-size`` per run keeps one GPU busy, a round per batch size. Down
+    (``down_candidates`` configs per batch size, None = no down tuning) screens every batch size in one process.
+    ``measurement_s``: the restart and sweep of the tuned configs, estimated by a configuration measured earlier in
+    this run. The deployment's ``gpus`` are held for all of it.
+    """
+    configs = plan["search_space"]["kept"]
+    todo = sum(len(chunk) for chunk in plan.get("chunks") or [])
+    one_per_run = (plan.get("tuner_cli") or {}).get("batch_sizes_per_run") == "one"
+    rounds = todo if one_per_run else math.ceil(todo / max(workers, 1))
+    up_s = rounds * configs * seconds_per_config
+    down_s = len(plan["batch_sizes"]) * down_candidates * seconds_per_config if down_candidates else 0.0
+    parts = {"tuning_up": up_s, "tuning_down": down_s, "measurement": measurement_s or 0.0}
+    seconds = sum(parts.values())
+    estimate = {"gpus": gpus, "workers": workers, "batch_sizes": len(plan["batch_sizes"]),
+                "resumed": plan.get("resumed", 0), "rounds": rounds, "search_space": plan["search_space"],
+                "down_candidates": down_candidates, "seconds_per_config": seconds_per_config,
+                "parts_s": {name: round(value, 1) for name, value in parts.items()}, "real_s": round(seconds, 1),
+                "gpu_minutes": round(gpus * seconds / 60, 1),
+                "tuning_gpu_minutes": round(gpus * (up_s + down_s) / 60, 1)}
+    return {**estimate, "summary": _estimate_text(estimate, configs)}
+
+
+def _estimate_text(estimate: dict, configs: int) -> str:
+    down = (f" + down {estimate['batch_sizes']} batch sizes x {estimate['down_candidates']} configs"
+            if estimate["down_candidates"] else "")
+    measured = " + one measurement" if estimate["parts_s"]["measurement"] else ""
+    return (f"estimate: {estimate['gpu_minutes']:.1f} GPU-min on {estimate['gpus']} GPUs: tuning "
+            f"{estimate['tuning_gpu_minutes']:.1f} GPU-min (up {estimate['rounds']} rounds x {configs} configs "
+            f"on {estimate['workers']} GPUs{down}, {estimate['seconds_per_config']:g} s per config){measured}")
+
+
+def measured_seconds_per_config(tune_up: dict | None, scale: float | None = None) -> float | None:
+    """The up tuner's real seconds per config and batch size in this run (its own ``Tuning took`` over the rounds it
+    ran), to compare with the estimate's and to set ``seconds_per_config`` next time."""
+    work = (tune_up or {}).get("tuner_seconds")
+    if not work:
+        return None
+    workers = tune_up.get("chunk_size") or 1
+    rounds = sum(math.ceil(len(entry["batch_sizes"]) / workers) for entry in tune_up.get("progress") or [])
+    configs = (tune_up.get("search_space") or {}).get("kept")
+    return round(work / (scale or 1.0) / (rounds * configs), 3) if rounds and configs else None
+
+
+# ---- text ------------------------------------------------------------------------------------------
+
+PART_LABELS = {"server_start": "server starts", "warmup": "warm-up", "benchmark": "benchmark", "tuning": "tuning",
+               "kernel_benchmark": "kernel benchmarks", "other": "other"}
+
+
+def cost_line(cost: dict) -> str:
+    """``62.1 GPU-min (4 GPUs x 15.5 min: server starts 8.3, warm-up 4.0, benchmark 48.9, other 0.9)``, and for an
+    emulator what its GPUs really spent."""
+    if not cost.get("gpus"):
+        return f"0 GPU-min ({cost.get('gpus_from', 'no GPU work')})"
+    parts = ", ".join(f"{PART_LABELS.get(name, name)} {value['gpu_minutes']:.1f}"
+                      for name, value in cost["parts"].items() if value.get("gpu_minutes"))
+    line = f"{cost['gpu_minutes']:.1f} GPU-min ({cost['gpus']} GPUs x {cost['real_s'] / 60:.1f} min: {parts})"
+    if cost.get("emulated"):
+        scale = cost.get("time_scale")
+        line += (f"; real-GPU equivalent of an emulated {cost['wall_gpu_minutes']:.1f} GPU-min (time scale "
+                 f"{_scales_text(scale)})" if scale else
+                 "; emulated GPUs, no time scale given (tuning_run_emulator_time_scale): wall time only")
+    return line
+
+
+def _scales_text(scale: dict) -> str:
+    serving, tuning = scale.get("serving"), scale.get("tuning") or scale.get("serving")
+    return f"{serving:g}" if serving == tuning else f"{serving:g} serving, {tuning:g} tuning"

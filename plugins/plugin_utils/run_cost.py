@@ -1,0 +1,70 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The GPU-minutes of one stage of a host, from the records in its stage directory (docs/run-directory.md,
+"GPU-minutes"); the arithmetic is module_utils.gpu_cost."""
+from __future__ import annotations
+
+import typing as t
+from pathlib import Path
+
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_cost
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_report import read_json
+
+NO_GPU_WORK = "no GPU work: nothing was measured or tuned, the server kept running"
+
+
+def measurement_dirs(stage_dir: Path) -> list[Path]:
+    """The stage's measurements (baseline, MoE and verify measure in the stage directory, flags in trials/)."""
+    candidates = [stage_dir] + sorted(p for p in (stage_dir / "trials").glob("*") if p.is_dir())
+    return [d for d in candidates if (d / "requested_args.json").is_file()]
+
+
+def skipped_dirs(stage_dir: Path) -> list[Path]:
+    return [d for d in sorted((stage_dir / "trials").glob("*"))
+            if (read_json(d / "decision.json") or {}).get("action") == "skip"]
+
+
+def _emulated(directories: t.Iterable[Path]) -> bool:
+    return any((read_json(d / "facts.json") or {}).get("emulator") for d in directories)
+
+
+def _measurement_cost(directory: Path, emulated: bool, time_scale: dict | None) -> dict:
+    facts = read_json(directory / "facts.json")
+    sweep = read_json(directory / "sweep.json") or (read_json(directory / "failure.json") or {}).get("sweep")
+    serving = gpu_cost.scales_for(emulated, time_scale)[0]
+    parts = gpu_cost.measurement_parts(read_json(directory / "deploy.json"), facts, sweep, serving)
+    gpus, source = gpu_cost.deployment_gpus(facts, read_json(directory / "requested_args.json"),
+                                            read_json(directory / "environment.json"))
+    return gpu_cost.cost_record(parts, gpus, source, emulated, time_scale)
+
+
+def _skipped_cost(measured: list[float]) -> dict:
+    saved = gpu_cost.saved_estimate(measured)
+    return {"skipped": True, "gpus": 0, "wall_s": 0.0, "real_s": 0.0, "gpu_minutes": 0.0, "saved_gpu_minutes": saved,
+            "saved_from": f"median of the {len([m for m in measured if m])} configurations this run measured"}
+
+
+def account_stage(stage_dir: Path, wall_s: float | None, time_scale: dict | None) -> tuple[dict, dict[Path, dict]]:
+    """(the stage's cost, cost.json content per measurement and skipped trial directory)."""
+    run_dir, host = stage_dir.parent.parent, stage_dir.name
+    measured = measurement_dirs(stage_dir)
+    baseline_dir = run_dir / "baseline" / host
+    emulated = _emulated(measured + [baseline_dir])
+    costs = {d: _measurement_cost(d, emulated, time_scale) for d in measured}
+    earlier = [] if baseline_dir in costs else [read_json(baseline_dir / "cost.json") or {}]
+    spent = [cost["gpu_minutes"] for cost in list(costs.values()) + earlier if "gpu_minutes" in cost]
+    costs.update({d: _skipped_cost(spent) for d in skipped_dirs(stage_dir)})
+    tuning = gpu_cost.tuning_parts(read_json(stage_dir / "tune_up.json"), read_json(stage_dir / "tune_down.json"),
+                                   read_json(stage_dir / "kernel_benchmark.json"),
+                                   gpu_cost.scales_for(emulated, time_scale)[1])
+    activity = gpu_cost.add_parts(*(cost["parts"] for cost in costs.values() if "parts" in cost), tuning)
+    if not activity:
+        return {**gpu_cost.cost_record({}, 0, NO_GPU_WORK, False, None), "wall_s": round(wall_s or 0.0, 1)}, costs
+    gpus, source = max(((c["gpus"], c["gpus_from"]) for c in costs.values() if c.get("gpus")),
+                       default=(None, "unknown: no measurement of this stage names its GPUs"))
+    stage = gpu_cost.cost_record(gpu_cost.stage_parts(wall_s, activity), gpus, source, emulated, time_scale)
+    if tuning:
+        stage["seconds_per_config"] = gpu_cost.measured_seconds_per_config(
+            read_json(stage_dir / "tune_up.json"), gpu_cost.scales_for(emulated, time_scale)[1])
+    return stage, costs
+
