@@ -67,4 +67,3 @@ def account_stage(stage_dir: Path, wall_s: float | None, time_scale: dict | None
         stage["seconds_per_config"] = gpu_cost.measured_seconds_per_config(
             read_json(stage_dir / "tune_up.json"), gpu_cost.scales_for(emulated, time_scale)[1])
     return stage, costs
-
