@@ -62,6 +62,7 @@ def test_run_returns_the_typed_outcome_of_the_pipeline(tuned):
     fusion = decisions["flags: flashinfer-allreduce-fusion"]
     assert fusion.action == "revert"
     assert any(r.startswith("capacity dropped 46% (max_running_requests 48 -> 26)") for r in fusion.reasons)
+    assert "disable_piecewise_cuda_graph set by the server, not requested" in fusion.reasons  # 0.5.11's name
     assert decisions["moe_tune"].adopted, decisions["moe_tune"].summary
     assert host.adopted.stage == "moe_tune" and len(host.adopted.moe_configs) == 2
     assert host.adopted.args == DEMO_VARS["sglang_baseline_args"]

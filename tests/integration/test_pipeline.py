@@ -1,5 +1,14 @@
-"""playbooks/tune.yml end to end on one sandbox host with the emulator's demo profile (the real case):
-decisions in summary.json, the final unit carries the adopted flags only, a rerun of the run changes nothing."""
+"""playbooks/tune.yml end to end on one sandbox host running the newest SGLang release the collection supports
+(0.5.23: the emulator's newest.yaml, the demo's real case played with that release's CLI, argument names, log
+formats and MoE lookup): decisions in summary.json, the final unit carries the adopted flags only, a rerun of the
+run changes nothing. The demo's own release (0.5.11) runs the pipeline end to end in test_api and
+test_awx_templates.
+
+The host is rebooted onto 0.5.23 for this module, as an operator upgrading SGLang has it, and back onto the demo's
+release afterwards (each release keeps its own venv layer, so the configs tuned here stay with 0.5.23). The
+decisions must be the real case's read in 0.5.23's names: the fusion switch is a deprecated alias of
+``flashinfer_allreduce_fusion_backend=auto`` there, and the prefill graph the server turns off shows as
+``cuda_graph_config.prefill.backend`` (sglang 0.5.23 sglang/srt/arg_groups/serving_hook.py, cuda_graph_hook.py)."""
 from __future__ import annotations
 
 import json
@@ -18,6 +27,7 @@ pytestmark = pytest.mark.sandbox
 # A host of its own: the run installs tuned MoE configs that other tests must not see (the last host of a smaller
 # fleet, e.g. LLMOPS_SANDBOX_HOSTS=1 to run this module alone).
 HOST = f"gpu{min(SESSION_HOSTS, 3)}"
+NEWEST = REPO_ROOT / "tests" / "emulator" / "profiles" / "newest.yaml"
 TUNE = REPO_ROOT / "playbooks" / "tune.yml"
 UNIT = "/etc/systemd/system/sglang.service"
 FAST = {
@@ -30,7 +40,14 @@ FAST = {
 
 @pytest.fixture(scope="module")
 def host(fleet):
-    return next(h for h in fleet.hosts() if h.name == HOST)
+    """The host, upgraded to SGLang 0.5.23 for this module; back on the demo's release afterwards."""
+    host = next(h for h in fleet.hosts() if h.name == HOST)
+    demo = host.profile
+    fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
+    fleet.reboot(host, profile=NEWEST)
+    yield host
+    fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
+    fleet.reboot(host, profile=demo)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +67,12 @@ def pipeline(runner, demo_inventory, tmp_path_factory, fleet, host):
     remove_tuned_configs(fleet, host, runs / "pipeline-test", FAST["tuning_run_moe"]["work_dir"])
 
 
+def test_the_host_runs_the_newest_release(pipeline):
+    environment = json.loads((pipeline["run_dir"] / "preflight" / HOST / "environment.json").read_text())
+    assert environment["versions"]["sglang"] == "0.5.23"
+    assert environment["tuner"]["source_version"] == "0.5.23" and environment["tuner"]["version_matches"]
+
+
 def test_decisions_follow_the_real_case(pipeline):
     summary = json.loads((pipeline["run_dir"] / "summary.json").read_text())
     host = summary["hosts"][HOST]
@@ -60,7 +83,9 @@ def test_decisions_follow_the_real_case(pipeline):
     fusion = decisions["flags: flashinfer-allreduce-fusion"]
     assert fusion["action"] == "revert"
     assert any(reason.startswith("capacity dropped 46% (max_running_requests 48 -> 26)") for reason in fusion["reasons"])
-    assert "disable_piecewise_cuda_graph set by the server, not requested" in fusion["reasons"]
+    assert "cuda_graph_config.prefill.backend set by the server, not requested" in fusion["reasons"]
+    assert not any("enable_flashinfer_allreduce_fusion" in reason for reason in fusion["reasons"]), \
+        "the deprecated switch is read as its backend, not as a request the server overrode"
     assert decisions["moe_tune"]["action"] == "adopt", decisions["moe_tune"]["summary"]
     assert host["adopted"]["stage"] == "moe_tune"
     assert sorted(host["adopted"]["moe_configs"]) == [
@@ -149,6 +174,8 @@ def test_every_stage_records_its_gpu_minutes(pipeline):
     assert 0.3 < moe["actual_tuning_gpu_minutes"] / moe["estimate_tuning_gpu_minutes"] < 3, moe
     report = (run_dir / "report.md").read_text()
     assert "### GPU-minutes" in report and "MoE stage: estimated" in report
+    published = pipeline["result"].artifacts()  # what AWX hands to the next workflow node
+    assert published["llmops_moe_tune"][HOST]["gpu_minutes"] == costs["moe_tune"]["gpu_minutes"]
     printed = pipeline["result"].task_results("Summary")[HOST]["msg"]
     assert any(line.startswith(f"{HOST}: GPU-minutes (real-GPU equivalent of the emulated run): preflight 0.0, ")
                for line in printed), printed
@@ -171,8 +198,9 @@ def test_a_candidate_the_preflight_rules_out_is_skipped_with_its_reason(pipeline
     trial = run_dir / "flags" / HOST / "trials" / "flashinfer-allreduce-fusion"
     decision = json.loads((trial / "decision.json").read_text())
     assert decision["action"] == "skip" and not (trial / "requested_args.json").exists()
-    assert decision["reasons"][0].startswith("preflight: enable_flashinfer_allreduce_fusion will not take effect "
-                                             "because FlashInfer all-reduce fusion only runs on SM90/SM100 GPUs")
+    assert decision["reasons"][0].startswith(  # the finding in 0.5.23's spelling of the switch
+        "preflight: flashinfer_allreduce_fusion_backend=auto will not take effect because FlashInfer all-reduce "
+        "fusion only runs on SM90/SM100 GPUs")
     baseline = json.loads((run_dir / "baseline" / HOST / "cost.json").read_text())
     assert json.loads((trial / "cost.json").read_text())["saved_gpu_minutes"] == baseline["gpu_minutes"]
     assert fleet.run(host, "systemctl", "show", "-p", "InvocationID", "--value", "sglang.service").stdout == before
