@@ -122,6 +122,14 @@ def test_findings_about_the_baseline_flags_do_not_skip_a_candidate():
     assert trial_plan(moe_sum, findings, version="0.5.10")["skip"] is False
 
 
+def test_the_skip_reads_the_candidate_in_the_release_names():
+    # 0.5.14+ spell the switch flashinfer_allreduce_fusion_backend=auto; the candidate keeps 0.5.11's name.
+    newest = {**SM120, "sglang_version": "0.5.23"}
+    plan = trial_plan(FUSION, findings_for(FUSION, newest), version="0.5.23")
+    assert plan["skip"] and plan["decision"]["reasons"][0].startswith(
+        "preflight: flashinfer_allreduce_fusion_backend=auto will not take effect because")
+
+
 def test_a_candidate_that_turns_a_flag_off_is_measured():
     off = {"name": "no-fusion", "args": {"enable_flashinfer_allreduce_fusion": False}}
     assert trial_plan(off, findings_for(FUSION))["skip"] is False
