@@ -47,16 +47,21 @@ class Sweep:
     endpoint: str
     input_len: int
     output_len: int
-    repeats: int
+    repeats: int  # the most runs a level may have; fewer where ``sequential`` stopped it early
     error: str | None
     levels: tuple[Level, ...]
+    # The stopping rule a candidate was measured with (bench ``sequential``: its design and reference), else None.
+    sequential: dict | None = None
+    not_measured: tuple[int, ...] = ()  # levels the rule left out (a level before them regressed)
 
     @classmethod
     def from_dict(cls, sweep: dict, label: str) -> Sweep:
         return cls(label=label, engine=sweep.get("engine", ""), endpoint=sweep.get("endpoint", ""),
                    input_len=sweep.get("input_len", 0), output_len=sweep.get("output_len", 0),
                    repeats=sweep.get("repeats", 0), error=sweep.get("error"),
-                   levels=tuple(Level.from_dict(level) for level in sweep.get("levels", [])))
+                   levels=tuple(Level.from_dict(level) for level in sweep.get("levels", [])),
+                   sequential=sweep.get("sequential"),
+                   not_measured=tuple(entry["concurrency"] for entry in sweep.get("not_measured") or []))
 
     @classmethod
     def load(cls, path: Path, label: str | None = None) -> Sweep:

@@ -86,9 +86,15 @@ def test_every_measurement_has_a_typed_sweep(tuned):
     sweeps = load_sweeps(result.run_dir, HOST)
     assert list(sweeps) == ["baseline", "flags: fused-moe-sum-all-reduce", "flags: flashinfer-allreduce-fusion",
                             "moe_tune", "verify"]
-    for sweep in sweeps.values():
-        assert [level.concurrency for level in sweep.levels] == [1, 16, 64] and sweep.error is None
-        assert all(level.n_runs == REPEATS and level.failed == 0 and level.agg_tok_s > 0 for level in sweep.levels)
+    for label, sweep in sweeps.items():
+        levels = [level.concurrency for level in sweep.levels]
+        assert levels + list(sweep.not_measured) == [1, 16, 64] and sweep.error is None
+        assert all(level.failed == 0 and level.agg_tok_s > 0 for level in sweep.levels)
+        if label in ("baseline", "verify"):  # references: a fixed count of runs
+            assert sweep.sequential is None and all(level.n_runs == REPEATS for level in sweep.levels)
+        else:  # candidates: until the stopping rule decides each level
+            rule = sweep.sequential["design"]
+            assert all(rule["min_repeats"] <= level.n_runs <= rule["max_repeats"] for level in sweep.levels)
     assert sweeps["verify"].agg_tok_s()[64] == pytest.approx(result.summary.hosts[HOST].numbers.final_agg_tok_s[64])
 
 
@@ -136,9 +142,10 @@ def test_cancel_during_a_flag_trial_leaves_a_consistent_server(inventory, tmp_pa
             cancel.set()
 
     started = time.monotonic()
-    result = run("tune", inventory, {**FAST, "tuning_run_bench": SHORT_BENCH}, run_id="api-cancel",
-                 stages="baseline,flags", runs_dir=tmp_path, on_event=cancel_at_first_candidate_deploy,
-                 cancel=cancel, timeout=300)
+    # one run per level is quick to cancel; the stopping rule needs a reference of 2, so candidates repeat as fixed
+    result = run("tune", inventory, {**FAST, "tuning_run_bench": SHORT_BENCH, "tuning_run_sequential": None},
+                 run_id="api-cancel", stages="baseline,flags", runs_dir=tmp_path,
+                 on_event=cancel_at_first_candidate_deploy, cancel=cancel, timeout=300)
     assert cancel.is_set() and result.status == "canceled" and not result.succeeded
     assert time.monotonic() - started < 200
     summary = read_summary(result.run_dir)

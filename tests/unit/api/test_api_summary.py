@@ -73,6 +73,15 @@ def test_every_measurement_loads_as_a_typed_sweep():
     assert baseline.agg_tok_s()[64] == read_summary(DEMO_RUN).hosts["gpu1"].numbers.baseline_agg_tok_s[64]
     assert Sweep.load(DEMO_RUN / "verify" / "gpu1" / "sweep.json") == Sweep.from_dict(
         json.loads((DEMO_RUN / "verify" / "gpu1" / "sweep.json").read_text()), "gpu1")
+    assert baseline.sequential is None and baseline.not_measured == ()
+
+
+def test_a_candidate_sweep_says_how_its_stopping_rule_measured_it():
+    document = json.loads((DEMO_RUN / "baseline" / "gpu1" / "sweep.json").read_text())
+    rule = {"design": {"min_repeats": 2, "max_repeats": 10}, "reference_runs": {"1": 5}}
+    document.update(sequential=rule, not_measured=[{"concurrency": 64, "reason": "C=32 regressed"}])
+    sweep = Sweep.from_dict(document, "flags: x")
+    assert sweep.sequential == rule and sweep.not_measured == (64,)
 
 
 def test_runs_are_listed_oldest_first_without_the_latest_link(runs_dir):
