@@ -38,6 +38,7 @@ EXTRAVARS = {
     # One repeat at two levels: the tuned kernels' ~12% decode gain is far outside the noise band there.
     "tuning_run_bench": {"concurrency_levels": [4, 16], "repeats": 1, "input_len": 1000, "output_len": 200,
                          "endpoint": "completions", "request_timeout_s": 120},
+    "tuning_run_sequential": None,  # a one-run reference is too short for the stopping rule: fixed repeats
     "tuning_run_policy": {"require_verdict": "improved", "max_capacity_loss_pct": None, "allow_low_confidence": True},
     "tuning_run_moe": {"batch_sizes": BATCH_SIZES, "search_space": "prefiltered", "work_dir": f"{STATE_DIR}/moe-tune",
                        "timeout": 900, "force": False, "tune_hosts": HOSTS},

@@ -38,7 +38,9 @@ def runs(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def stage(runner, inventory, runs):
     def run(playbook: str, run_id: str, check: bool = False, **extravars):
-        extravars = {"tuning_run_bench": FAST_BENCH, "tuning_run_root": str(runs), "run_id": run_id, **extravars}
+        # one run per level: fixed repeats for candidates too (the stopping rule needs a reference of 2 runs a level)
+        extravars = {"tuning_run_bench": FAST_BENCH, "tuning_run_sequential": None, "tuning_run_root": str(runs),
+                     "run_id": run_id, **extravars}
         return runner.run(PLAYBOOKS / playbook, extravars, inventory=inventory, check=check)
     return run
 
