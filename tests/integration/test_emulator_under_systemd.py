@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,10 +12,9 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from tests.integration.sglang_server import BASELINE, deploy
 
-EMULATOR = Path(__file__).resolve().parents[1] / "emulator"
-for package_root in (EMULATOR / "sglang", EMULATOR / "triton"):
-    if str(package_root) not in sys.path:
-        sys.path.insert(0, str(package_root))
+from tests.emulator import EMULATOR, make_importable  # noqa: E402
+
+make_importable()
 
 from sglang._emulator.capacity import plan_memory  # noqa: E402
 from sglang._emulator.model_shape import load_model_shape  # noqa: E402

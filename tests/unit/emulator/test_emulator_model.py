@@ -6,15 +6,13 @@ from __future__ import annotations
 import json
 import logging
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
-EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
-for package_root in (EMULATOR / "sglang", EMULATOR / "triton"):
-    if str(package_root) not in sys.path:
-        sys.path.insert(0, str(package_root))
+from tests.emulator import EMULATOR, make_importable  # noqa: E402
+
+make_importable()
 
 from sglang._emulator.capacity import plan_memory  # noqa: E402
 from sglang._emulator.model_shape import load_model_shape  # noqa: E402

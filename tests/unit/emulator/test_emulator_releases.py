@@ -8,16 +8,14 @@ import ast
 import asyncio
 import json
 import logging
-import sys
 from pathlib import Path
 
 import pytest
 import yaml
 
-EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
-for package_root in (EMULATOR / "sglang", EMULATOR / "triton"):
-    if str(package_root) not in sys.path:
-        sys.path.insert(0, str(package_root))
+from tests.emulator import EMULATOR, make_importable  # noqa: E402
+
+make_importable()
 
 from sglang._emulator.capacity import plan_memory  # noqa: E402
 from sglang._emulator.cuda_graphs import capture_batch_sizes, decode_batch_sizes  # noqa: E402

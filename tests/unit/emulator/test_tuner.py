@@ -28,10 +28,9 @@ from typing import Any
 import pytest
 import yaml
 
-EMULATOR = Path(__file__).resolve().parents[2] / "emulator"
-for package_root in (EMULATOR / "sglang", EMULATOR / "triton"):
-    if str(package_root) not in sys.path:
-        sys.path.insert(0, str(package_root))
+from tests.emulator import EMULATOR, make_importable  # noqa: E402
+
+make_importable()
 
 from sglang._emulator.kernels import (  # noqa: E402
     KernelModel,

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.emulator import make_importable
+
 REPO_ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
@@ -47,9 +49,7 @@ def test_tune_yml_at_the_root_is_the_whole_routine():
 def test_the_demo_accounts_the_emulator_at_its_profiles_time_scales():
     """The demo inventory's tuning_run_emulator_time_scale is the demo profile's (its effective document, tuner
     section included), so the report's real-GPU GPU-minutes are what the profile's real-GPU durations say."""
-    emulator_package = str(REPO_ROOT / "tests" / "emulator" / "sglang")
-    if emulator_package not in sys.path:
-        sys.path.insert(0, emulator_package)
+    make_importable()
     from sglang._emulator.kernels import TunerSettings  # noqa: PLC0415 - the emulator is not on the default path
     from sglang._emulator.profile import load_profile  # noqa: PLC0415
 
