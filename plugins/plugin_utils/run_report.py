@@ -12,6 +12,7 @@ import json
 import typing as t
 from pathlib import Path
 
+from ansible_collections.llmops.sglang.plugins.module_utils.drift import verdicts_within_drift
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import PART_LABELS, PARTS
 
 try:
@@ -27,7 +28,7 @@ except ImportError:  # pragma: no cover - reported by the action plugin
 SCHEMA_VERSION = 1
 STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify")
 MEASURED_FILES = ("sweep.json", "facts.json", "comparison.json", "decision.json", "side_effects.json",
-                  "requested_args.json", "cost.json", "findings.json")
+                  "requested_args.json", "cost.json", "findings.json", "drift.json")
 KEY_LEVEL_HINT = "the highest concurrency measured in both the baseline and the final sweep"
 
 
@@ -144,6 +145,17 @@ def host_cost(run_dir: Path, host: str, stages: dict, measurements: list[dict]) 
             "moe": _moe_cost(run_dir, host, costs.get("moe_tune"))}
 
 
+def _drift(measurements: list[dict]) -> dict | None:
+    """verify's drift check with the decisions of the run a drift of its size could have flipped."""
+    check = next((m["drift"] for m in measurements if m["drift"]), None)
+    if check is None:
+        return None
+    decided = [{"label": m["label"], "action": m["decision"]["action"], "comparison": m["comparison"]}
+               for m in measurements if m["decision"] and m["comparison"]]
+    return {key: check[key] for key in ("drifted", "earlier", "moved", "drift_pct", "largest_pct", "summary")} | {
+        "within_drift": verdicts_within_drift(check, decided)}
+
+
 def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
     decisions = [{"stage": m["stage"], "label": m["label"], **{k: m["decision"][k] for k in ("action", "summary", "reasons")}}
                  for m in measurements if m["decision"]]
@@ -154,6 +166,7 @@ def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
         "adopted": _adopted(run_dir, host),
         "numbers": _key_numbers(measurements),
         "cost": host_cost(run_dir, host, stages, measurements),
+        "drift": _drift(measurements),
     }
 
 
@@ -234,6 +247,15 @@ def _cost_section(summary: dict) -> list[str]:
     return parts
 
 
+def _drift_section(drift: dict | None) -> list[str]:
+    if drift is None:
+        return []
+    lines = [f"- {entry['label']} ({entry['action']}): {entry['why']}" for entry in drift["within_drift"]]
+    if lines:
+        lines.insert(0, "Decisions a drift of this size could have flipped (measure them again):")
+    return ["### Drift check", drift["summary"] + "."] + (["\n".join(lines)] if lines else [])
+
+
 def _moe_cost_text(moe: dict) -> str:
     measured = moe["measured_seconds_per_config"]
     return (f"MoE stage: estimated {_number(moe['estimate_gpu_minutes'])} GPU-min before the server stopped (tuning "
@@ -246,7 +268,7 @@ def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[di
     stages = ", ".join(f"{stage} {summary['stages'][stage]['status']}" for stage in STAGES)
     parts = [f"## {host}", f"Stages: {stages}.", "### Decisions"]
     parts.append("\n".join(f"- **{d['label']}**: {d['summary']}" for d in summary["decisions"]) or "No trials.")
-    parts += _cost_section(summary)
+    parts += _cost_section(summary) + _drift_section(summary["drift"])
     parts += ["### Aggregate output throughput (tok/s, median of runs)", _throughput_table(measurements, "agg_tok_s"),
               "### Per-request output throughput (tok/s, median of runs)",
               _throughput_table(measurements, "per_req_tok_s"), f"![throughput and latency](plots/{host}.svg)"]
@@ -291,6 +313,10 @@ def summary_text(summary: dict) -> list[str]:
                          f"{_number(numbers['final_agg_tok_s'][key])} tok/s ({numbers['key_change_pct']:+.1f}%), "
                          f"adopted from {(data['adopted'] or {}).get('stage', '-')}")
         lines += [f"{host}: {d['label']}: {d['summary']}" for d in data["decisions"]]
+        if data["drift"]:
+            flippable = len(data["drift"]["within_drift"])
+            lines.append(f"{host}: {data['drift']['summary']}"
+                         + (f" ({flippable} decision(s) within the drift: see the report)" if flippable else ""))
         lines += _cost_lines(host, data)
     return lines
 

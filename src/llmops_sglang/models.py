@@ -156,6 +156,26 @@ class Adopted:
 
 
 @dataclass(frozen=True)
+class Drift:
+    """verify's drift check: the adopted configuration's fresh start against its own earlier measurement, and the
+    decisions of the run (labels) that a drift of that size could have flipped."""
+
+    drifted: bool
+    earlier: str
+    drift_pct: t.Mapping[int, float]
+    largest_pct: float
+    summary: str
+    within_drift: tuple[str, ...]
+
+    @classmethod
+    def from_dict(cls, drift: dict) -> Drift:
+        return cls(drifted=drift["drifted"], earlier=drift["earlier"],
+                   drift_pct={int(c): v for c, v in (drift.get("drift_pct") or {}).items()},
+                   largest_pct=drift["largest_pct"], summary=drift["summary"],
+                   within_drift=tuple(entry["label"] for entry in drift.get("within_drift") or ()))
+
+
+@dataclass(frozen=True)
 class Numbers:
     """Baseline and final throughput by concurrency and the change at the key level (highest in both)."""
 
@@ -240,6 +260,7 @@ class HostSummary:
     adopted: Adopted | None
     numbers: Numbers
     cost: HostCost = field(default_factory=HostCost)
+    drift: Drift | None = None
 
     @classmethod
     def from_dict(cls, host: dict) -> HostSummary:
@@ -247,7 +268,8 @@ class HostSummary:
                    decisions=tuple(Decision.from_dict(d) for d in host.get("decisions", [])),
                    adopted=Adopted.from_dict(host["adopted"]) if host.get("adopted") else None,
                    numbers=Numbers.from_dict(host.get("numbers") or {}),
-                   cost=HostCost.from_dict(host.get("cost") or {}))
+                   cost=HostCost.from_dict(host.get("cost") or {}),
+                   drift=Drift.from_dict(host["drift"]) if host.get("drift") else None)
 
     def stages_done(self) -> list[str]:
         return [name for name, record in self.stages.items() if record.done]

@@ -94,6 +94,9 @@ def test_decisions_follow_the_real_case(pipeline):
     assert host["numbers"]["key_change_pct"] > 0
     verify_facts = json.loads((pipeline["run_dir"] / "verify" / HOST / "facts.json").read_text())
     assert verify_facts.get("missing_moe_configs", []) == []
+    drift = json.loads((pipeline["run_dir"] / "verify" / HOST / "drift.json").read_text())
+    assert drift["earlier"] == f"moe_tune/{HOST}" and set(drift["drift_pct"]) == set(host["numbers"]["final_agg_tok_s"])
+    assert host["drift"]["summary"] == drift["summary"] and "and verify (largest" in drift["summary"]
 
 
 def test_final_unit_carries_the_adopted_flags_only(pipeline, fleet, host):

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils.drift import drift_check
 from llmops_sglang.models import Summary, Sweep
 from llmops_sglang.runs import list_runs, load_sweeps, read_summary, write_report
 from tests.unit.costed_run import demo_run, finish_stages
@@ -121,3 +122,16 @@ def test_gpu_minutes_are_typed_per_stage_per_configuration_and_in_total(tmp_path
     assert host.cost.trials[0].gpu_minutes == json.loads((run_dir / "baseline/gpu1/cost.json").read_text())["gpu_minutes"]
     assert host.cost.moe is None  # the demo run predates estimate.json
     assert Summary.from_dict(json.loads((run_dir / "summary.json").read_text()), run_dir) == summary
+
+
+def test_the_drift_check_is_typed_with_the_decisions_it_could_have_flipped(runs_dir):
+    run_dir = runs_dir / "20261130T200107Z"
+    assert read_summary(run_dir).hosts["gpu1"].drift is None  # the demo run predates drift.json
+    earlier = json.loads((run_dir / "moe_tune/gpu1/sweep.json").read_text())
+    again = {"levels": [{**level, "runs": [{**run, "agg_tok_s": run["agg_tok_s"] * 0.85} for run in level["runs"]]}
+                        for level in json.loads((run_dir / "verify/gpu1/sweep.json").read_text())["levels"]]}
+    (run_dir / "verify/gpu1/drift.json").write_text(json.dumps(drift_check(earlier, again, label="moe_tune/gpu1")))
+    drift = read_summary(run_dir).hosts["gpu1"].drift
+    assert drift.drifted and drift.earlier == "moe_tune/gpu1" and sorted(drift.drift_pct) == [1, 4, 16, 32, 64]
+    assert drift.largest_pct == max(drift.drift_pct.values()) and "moved beyond noise" in drift.summary
+    assert "moe_tune" in drift.within_drift

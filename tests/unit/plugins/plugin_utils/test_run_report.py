@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils.drift import drift_check
 from ansible_collections.llmops.sglang.plugins.plugin_utils import run_report
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import write_files
 
@@ -87,3 +88,32 @@ def test_a_run_with_only_a_baseline_reports_what_exists(run_dir):
     assert host["stages"]["verify"] == {"status": "not run"} and host["decisions"] == []
     assert "key_change_pct" not in host["numbers"]
     assert "| gpu1 | - |" in run_report.render_markdown(run_dir, summary, run_report.measured_hosts(run_dir))
+
+
+def _record_drift(run_dir: Path, again_factor: float) -> None:
+    """verify's drift.json as verify.yml records it: the adopted (moe_tune) sweep against verify's, scaled."""
+    host = run_dir / "verify" / "gpu1"
+    again = json.loads((host / "sweep.json").read_text())
+    for level in again["levels"]:
+        for run in level["runs"]:
+            run["agg_tok_s"] *= again_factor
+    earlier = json.loads((run_dir / "moe_tune" / "gpu1" / "sweep.json").read_text())
+    (host / "drift.json").write_text(json.dumps(drift_check(earlier, again, label="moe_tune/gpu1")))
+
+
+def test_a_run_without_a_drift_check_has_no_drift_section(run_dir):
+    summary = run_report.build_summary(run_dir)
+    assert summary["hosts"]["gpu1"]["drift"] is None
+    assert "### Drift check" not in run_report.render_markdown(run_dir, summary, run_report.measured_hosts(run_dir))
+
+
+def test_drift_is_reported_with_the_decisions_it_could_have_flipped(run_dir):
+    _record_drift(run_dir, 0.85)
+    summary = run_report.build_summary(run_dir)
+    drift = summary["hosts"]["gpu1"]["drift"]
+    assert drift["drifted"] is True and drift["earlier"] == "moe_tune/gpu1" and drift["largest_pct"] > 10
+    assert [entry["label"] for entry in drift["within_drift"]] == [
+        "flags: fused-moe-sum-all-reduce", "flags: flashinfer-allreduce-fusion", "moe_tune"]
+    text = run_report.render_markdown(run_dir, summary, run_report.measured_hosts(run_dir))
+    assert "### Drift check" in text and "Decisions a drift of this size could have flipped" in text
+    assert any("3 decision(s) within the drift" in line for line in run_report.summary_text(summary))
