@@ -1,8 +1,10 @@
-"""Python package of the llmops.sglang project (installed by `pip install -e .`).
+"""Python API and CLI over ansible-runner for the llmops.sglang Ansible collection (a package of its own).
 
-The collection itself lives at the repository root; this package holds the Python-side tooling
-that is not part of the Galaxy artifact.
+The collection is installed apart (ansible-galaxy collection install); this package finds it on the collections path
+(llmops_sglang.collection). Its version is the distribution's, declared once in pyproject.toml.
 """
 from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib.metadata
+
+__version__ = importlib.metadata.version("llmops-sglang")

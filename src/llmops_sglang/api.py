@@ -3,8 +3,10 @@
     result = run("tune", "inventory/prod/", on_event=print)
     result.summary.hosts["gpu1"].decisions
 
-Each call uses a fresh ansible-runner private data directory (removed afterwards), this checkout's
-ansible.cfg and the Python environment's own ansible (its bin directory first on PATH).
+Each call uses a fresh ansible-runner private data directory (removed afterwards) and runs ansible-playbook in the
+caller's current directory, as if typed there: relative paths, ./ansible.cfg and the default run directory (runs/)
+are the caller's. The Python environment's own ansible comes first on PATH; a development install also hands the
+checkout's ansible.cfg to the run (llmops_sglang.collection).
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from pathlib import Path
 
 import ansible_runner
 
-from llmops_sglang.collection import STAGES, ansible_config, stage_playbook
+from llmops_sglang.collection import STAGES, Collection, find_collection
 from llmops_sglang.events import artifacts_of, failures_of, host_stats, progress_events, run_dir_of
 from llmops_sglang.models import ProgressEvent, RunResult
 from llmops_sglang.runs import is_run_dir, read_summary
@@ -34,19 +36,21 @@ OnEvent = t.Callable[[ProgressEvent], None]
 StageList = t.Union[str, t.Sequence[str], None]
 
 
-def playbook_for(playbook_or_stage: str | os.PathLike) -> str:
-    """``tune`` -> the tune playbook by FQCN, a stage name -> playbooks/<stage>.yml, else a path or an FQCN."""
+def playbook_for(playbook_or_stage: str | os.PathLike, collection: Collection) -> str:
+    """``tune`` -> the tune playbook by FQCN, a stage name -> playbooks/<stage>.yml of ``collection``, else a path or
+    an FQCN."""
     name = str(playbook_or_stage)
     if name == "tune":
         return TUNE_PLAYBOOK
     if name in STAGES:
-        return str(stage_playbook(name))
+        return str(collection.path / "playbooks" / f"{name}.yml")
     return caller_path(name)
 
 
 def caller_path(name: str) -> str:
-    """An existing file or directory as an absolute path (ansible-runner runs in its private data directory);
-    anything else (an FQCN, an inline host list) as given."""
+    """An existing file or directory as an absolute path (ansible-runner takes a relative inventory path for inline
+    inventory text, and the result names the playbook unambiguously); anything else (an FQCN, an inline host list)
+    as given."""
     return str(Path(name).resolve()) if Path(name).exists() else name
 
 
@@ -67,13 +71,18 @@ def _comma_list(value: StageList) -> str | None:
     return ",".join(value)
 
 
-def runner_env() -> dict[str, str]:
-    """The ansible of this Python environment first on PATH, and the checkout's ansible.cfg when present."""
+def runner_env(collection: Collection) -> dict[str, str]:
+    """The ansible of this Python environment first on PATH, and the ansible.cfg ``collection`` was found with when
+    that is not ansible's own choice (a development install: the checkout's)."""
     env = {"PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", os.defpath)])}
-    config = ansible_config()
-    if config is not None:
-        env["ANSIBLE_CONFIG"] = str(config)
+    if collection.config is not None:
+        env["ANSIBLE_CONFIG"] = str(collection.config)
     return env
+
+
+def playbook_cmdline(check: bool, diff: bool) -> str | None:
+    """ansible-playbook's --check / --diff, which ansible-runner takes as extra command line text."""
+    return " ".join(flag for flag, wanted in (("--check", check), ("--diff", diff)) if wanted) or None
 
 
 class _EventRelay:
@@ -141,24 +150,31 @@ class _Stopper:
 def run(playbook_or_stage: str | os.PathLike, inventory: str | os.PathLike,
         extravars: t.Mapping[str, t.Any] | None = None, run_id: str | None = None,
         on_event: OnEvent | None = None, *, stages: StageList = None, force: StageList | bool = None,
-        runs_dir: str | os.PathLike | None = None, limit: str | None = None, timeout: float | None = None,
-        cancel: threading.Event | None = None) -> RunResult:
+        runs_dir: str | os.PathLike | None = None, limit: str | None = None, check: bool = False, diff: bool = False,
+        verbosity: int = 0, timeout: float | None = None, cancel: threading.Event | None = None) -> RunResult:
     """Run ``tune`` (the whole pipeline), a stage (``baseline``, ``flags``, ...) or a playbook path/FQCN.
 
     ``run_id`` resumes a run, ``stages``/``force`` select stages (list or comma-separated), ``runs_dir`` is the
-    pipeline's ``tuning_run_root``. ``on_event`` gets ProgressEvents while the playbook runs. Setting ``cancel``
-    or exceeding ``timeout`` seconds stops the playbook: status ``canceled`` or ``timeout``. A task that was
-    running on a host when the playbook stopped may still complete there (modules run on the host).
+    pipeline's ``tuning_run_root`` (default: the role's, runs/ of the current directory). ``limit``, ``check``,
+    ``diff`` and ``verbosity`` are ansible-playbook's --limit, --check, --diff and -v (count). ``on_event`` gets
+    ProgressEvents while the playbook runs. Setting ``cancel`` or exceeding ``timeout`` seconds stops the playbook:
+    status ``canceled`` or ``timeout``. A task that was running on a host when the playbook stopped may still
+    complete there (modules run on the host). Raises CollectionNotFound before anything runs when llmops.sglang is
+    not on the collections path.
     """
     cancel = cancel or threading.Event()
     relay = _EventRelay(on_event, cancel)
-    playbook = playbook_for(playbook_or_stage)
+    collection = find_collection()
+    playbook = playbook_for(playbook_or_stage, collection)
     with tempfile.TemporaryDirectory(prefix="llmops-sglang-runner-") as private_data_dir:
         stopper = _Stopper(cancel, timeout, private_data_dir)
         runner = ansible_runner.run(
             private_data_dir=private_data_dir, playbook=playbook, inventory=caller_path(str(inventory)),
             extravars=pipeline_vars(extravars, run_id, stages, force, runs_dir), limit=limit,
-            envvars=runner_env(), quiet=True, event_handler=relay, cancel_callback=stopper,
+            # ansible-runner runs ansible-playbook in project_dir (else in its private data directory, removed
+            # afterwards): the caller's directory makes a relative tuning_run_root (the default runs/) the caller's.
+            cmdline=playbook_cmdline(check, diff), verbosity=verbosity or None, project_dir=os.getcwd(),
+            envvars=runner_env(collection), quiet=True, event_handler=relay, cancel_callback=stopper,
             settings={"pexpect_timeout": POLL_SECONDS})
     if relay.error is not None:
         raise relay.error

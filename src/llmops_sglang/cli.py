@@ -1,17 +1,20 @@
 """llmops-sglang: run the tuning pipeline with live progress, regenerate a report, list runs.
 
-    llmops-sglang tune -i inventory/prod/ [--run-id ID] [--stages flags,verify] [-e key=value]
-    llmops-sglang stage verify -i inventory/prod/ --run-id 20261130T200107Z
+    llmops-sglang tune -i inventory/prod/ [--run-id ID] [--stages flags,verify] [-e key=value] [--limit gpu1] [--check]
+    llmops-sglang stage verify -i inventory/prod/ --run-id 20261130T200107Z [-vv]
     llmops-sglang report 20261130T200107Z [--runs-dir runs/]
     llmops-sglang runs [--runs-dir runs/]
+    llmops-sglang --version
 
-Exit status: 0 when the run succeeded on at least one host (report/runs: found what was asked), 1 otherwise,
-130 when interrupted, 2 for a wrong command line.
+Exit status: 0 when the run succeeded on at least one host (report/runs: found what was asked; --version: found the
+collection), 1 otherwise, 130 when interrupted, 2 for a wrong command line.
 """
 from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.metadata
+import platform
 import sys
 import time
 import typing as t
@@ -19,10 +22,11 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 import yaml
+from ansible.release import __version__ as ansible_core_version
 from rich.console import Console
 
 from llmops_sglang import api
-from llmops_sglang.collection import STAGES, CollectionNotFound, default_runs_dir
+from llmops_sglang.collection import STAGES, CollectionNotFound, default_runs_dir, find_collection
 from llmops_sglang.display import make_console, print_result, print_summary, progress_view, runs_table
 from llmops_sglang.runs import is_run_dir, list_runs, read_summary, write_report
 
@@ -53,9 +57,48 @@ def new_run_id() -> str:
     return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%SZ")
 
 
+def version_text() -> tuple[str, bool]:
+    """What --version prints: this package, the collection runs would use and where it is, ansible-core, Python;
+    and whether the collection was found."""
+    lines = [f"llmops-sglang {importlib.metadata.version('llmops-sglang')}"]
+    try:
+        collection = find_collection()
+    except CollectionNotFound as exc:
+        lines.append(f"llmops.sglang: not found: {exc}")
+        found = False
+    else:
+        linked = collection.path.resolve()
+        where = str(collection.path) if linked == collection.path else f"{collection.path} -> {linked}"
+        lines.append(f"llmops.sglang {collection.version or '(no version)'} at {where}")
+        if collection.config is not None:
+            lines.append(f"ansible.cfg: {collection.config} (development install)")
+        found = True
+    lines.append(f"ansible-core {ansible_core_version}, Python {platform.python_version()}")
+    return "\n".join(lines), found
+
+
+class _Version(argparse.Action):
+    """--version: looks for the collection only when asked (argparse's own version action formats a fixed text)."""
+
+    def __init__(self, option_strings: list[str], dest: str = argparse.SUPPRESS, **kwargs: t.Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(self, command: argparse.ArgumentParser, *args: t.Any) -> t.NoReturn:
+        text, found = version_text()
+        print(text)  # on stdout, as argparse's version action prints
+        command.exit(EXIT_OK if found else EXIT_FAILED)
+
+
+RUNS_DIR_HELP = ("directory that holds the runs (the pipeline's tuning_run_root); default: the tuning_run role's, "
+                 "runs/ in the current directory")
+
+
 def parser() -> argparse.ArgumentParser:
     root = argparse.ArgumentParser(prog="llmops-sglang", description=__doc__.split("\n", 1)[0])
-    commands = root.add_subparsers(dest="command", required=True)
+    root.add_argument("--version", action=_Version,
+                      help="show this package's version, the llmops.sglang collection runs use (version, path), "
+                           "ansible-core's and Python's; exit 1 when the collection is not found")
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     def playbook_options(command: argparse.ArgumentParser, run_id_required: bool) -> None:
         command.add_argument("-i", "--inventory", required=True, help="inventory file or directory")
@@ -64,21 +107,29 @@ def parser() -> argparse.ArgumentParser:
         command.add_argument("-e", "--extra-vars", type=extra_var, action="append", default=[], metavar="KEY=VALUE",
                              help="extra variable (value read as YAML) or @file; repeatable")
         command.add_argument("--force", help="stages to run again although the run finished them (comma-separated)")
-        command.add_argument("--runs-dir", type=Path,
-                             help="where runs live (tuning_run_root; default: runs/ of the collection)")
+        command.add_argument("--runs-dir", type=Path, help=RUNS_DIR_HELP)
+        command.add_argument("-l", "--limit", metavar="SUBSET",
+                             help="only these hosts or groups (ansible-playbook --limit pattern)")
+        command.add_argument("-C", "--check", action="store_true",
+                             help="check mode (ansible-playbook --check): what would be deployed; changes and "
+                                  "records nothing")
+        command.add_argument("-D", "--diff", action="store_true",
+                             help="show the changes of files such as the unit (ansible-playbook --diff)")
+        command.add_argument("-v", "--verbose", action="count", default=0,
+                             help="more of ansible-playbook's output (-v .. -vvvvvv); its lines show as progress lines")
         command.add_argument("--timeout", type=float, help="stop the run after this many seconds")
 
     tune = commands.add_parser("tune", help="run the pipeline (all stages, or --stages)")
     playbook_options(tune, run_id_required=False)
     tune.add_argument("--stages", help=f"stages to run, comma-separated, from {','.join(STAGES)}")
     stage = commands.add_parser("stage", help="run one stage of a run")
-    stage.add_argument("name", choices=STAGES)
+    stage.add_argument("name", choices=STAGES, metavar="STAGE", help=f"the stage: {', '.join(STAGES)}")
     playbook_options(stage, run_id_required=True)
     report = commands.add_parser("report", help="regenerate summary.json, report.md and report.html of a run")
-    report.add_argument("run_id")
-    report.add_argument("--runs-dir", type=Path)
+    report.add_argument("run_id", metavar="RUN_ID", help="the run (a directory under the runs directory)")
+    report.add_argument("--runs-dir", type=Path, help=RUNS_DIR_HELP)
     runs = commands.add_parser("runs", help="list the runs with their date, stages done and outcome")
-    runs.add_argument("--runs-dir", type=Path)
+    runs.add_argument("--runs-dir", type=Path, help=RUNS_DIR_HELP)
     return root
 
 
@@ -106,7 +157,8 @@ def run_playbook(arguments: argparse.Namespace, console: Console) -> int:
         try:
             result = asyncio.run(api.run_async(
                 target, arguments.inventory, extravars, run_id, on_event, stages=getattr(arguments, "stages", None),
-                force=arguments.force, runs_dir=arguments.runs_dir, timeout=arguments.timeout))
+                force=arguments.force, runs_dir=arguments.runs_dir, limit=arguments.limit, check=arguments.check,
+                diff=arguments.diff, verbosity=arguments.verbose, timeout=arguments.timeout))
         except KeyboardInterrupt:
             result = None
     if result is None:

@@ -1,62 +1,134 @@
-"""Where the llmops.sglang collection is, and its controller-side report code.
+"""Where the llmops.sglang collection is, which ansible.cfg runs use, and the collection's controller-side code.
 
-This package is installed from a checkout (`pip install -e .`) whose root is the collection, so the
-package location is the collection location; scripts/setup.sh links the checkout into
-``collections/ansible_collections/llmops/sglang``, which is how Ansible (and this module) import it by FQCN.
+The package and the collection are installed separately: `pip install llmops-sglang` and `ansible-galaxy collection
+install llmops-sglang-<version>.tar.gz` (or from Galaxy). The collection is looked up the way ansible-playbook looks
+up ``llmops.sglang.tune``: the configured collections paths (ANSIBLE_COLLECTIONS_PATH, `collections_path` of the
+ansible.cfg in effect, the default ~/.ansible/collections:/usr/share/ansible/collections), then ``sys.path`` when
+`collections_scan_sys_path` is on, first match wins. ansible-core v2.19.14 lib/ansible/plugins/loader.py
+(_configure_collection_loader) builds its finder from those two settings; the same finder class normalizes the paths
+here, so the order and the rules are ansible-core's own.
+
+A development install (`pip install -e .` from a checkout, what scripts/setup.sh does) uses the checkout's ansible.cfg,
+whose collections path holds the gitignored link ``collections/ansible_collections/llmops/sglang`` to the checkout.
 """
 from __future__ import annotations
 
 import importlib
+import json
+import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-CHECKOUT = Path(__file__).resolve().parents[2]
-COLLECTIONS_DIR = CHECKOUT / "collections"
+import yaml
+from ansible.config.manager import ConfigManager
+from ansible.utils.collection_loader._collection_finder import _AnsibleCollectionFinder
+
+NAMESPACE, NAME = "llmops", "sglang"
+FQCN = f"{NAMESPACE}.{NAME}"
 STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify", "report")
+# The role whose defaults declare where runs live (tuning_run_root); the CLI and the API read it from there.
+RUN_ROLE_DEFAULTS = Path("roles", "tuning_run", "defaults", "main.yml")
 
 
 class CollectionNotFound(RuntimeError):
-    """The package is not installed from a checkout of the collection, or its collections link is missing."""
+    """llmops.sglang is on none of the collections paths ansible-playbook would search."""
 
 
-def collection_root() -> Path:
-    """The checkout that is the collection (has galaxy.yml and playbooks/)."""
-    if not (CHECKOUT / "galaxy.yml").is_file() or not (CHECKOUT / "playbooks").is_dir():
-        raise CollectionNotFound(f"{CHECKOUT} is not the llmops.sglang collection; install this package with "
-                                 "`pip install -e .` from a checkout of the collection")
-    return CHECKOUT
+@dataclass(frozen=True)
+class Collection:
+    """The llmops.sglang collection ansible-playbook will run, as found on the collections path."""
+
+    path: Path                 # <collections path>/ansible_collections/llmops/sglang
+    version: str | None        # MANIFEST.json of an installed artifact, galaxy.yml of a source tree
+    config: Path | None        # the ansible.cfg runs are given (ANSIBLE_CONFIG); None: ansible's own search
+    search_paths: tuple[Path, ...]
+
+    @property
+    def collections_dir(self) -> Path:
+        """The directory holding ``ansible_collections/`` (what goes on sys.path to import the collection)."""
+        return self.path.parents[2]
+
+
+def development_config() -> Path | None:
+    """The checkout's ansible.cfg when this package is the editable install of a checkout (src/llmops_sglang)."""
+    checkout = Path(__file__).resolve().parents[2]
+    config = checkout / "ansible.cfg"
+    return config if (checkout / "galaxy.yml").is_file() and config.is_file() else None
+
+
+def configured_collections_paths(config: Path | None) -> tuple[list[str], bool]:
+    """collections_path and collections_scan_sys_path with ``config`` as ansible.cfg (None: ANSIBLE_CONFIG,
+    ./ansible.cfg, ~/.ansible.cfg, /etc/ansible/ansible.cfg, as ansible-core finds it); environment variables win."""
+    manager = ConfigManager(None if config is None else str(config))
+    # The default collections path is a template over ANSIBLE_HOME; lib/ansible/constants.py renders every
+    # setting with the settings before it, which is what these variables stand for.
+    home = manager.get_config_value("ANSIBLE_HOME")
+    paths = manager.get_config_value("COLLECTIONS_PATHS", variables={"ANSIBLE_HOME": home})
+    return paths, manager.get_config_value("COLLECTIONS_SCAN_SYS_PATH")
+
+
+def collections_search_paths(config: Path | None) -> list[Path]:
+    """The existing directories ansible-playbook searches for collections, in its order."""
+    paths, scan_sys_path = configured_collections_paths(config)
+    finder = _AnsibleCollectionFinder(paths, scan_sys_paths=scan_sys_path)
+    return [Path(p) for p in finder._n_collection_paths]  # pylint: disable=protected-access
+
+
+def collection_version(path: Path) -> str | None:
+    """``collection_info.version`` of MANIFEST.json (an installed artifact) or ``version`` of galaxy.yml (a source
+    tree), as ansible-galaxy reads them."""
+    manifest, galaxy = path / "MANIFEST.json", path / "galaxy.yml"
+    if manifest.is_file():
+        return json.loads(manifest.read_text(encoding="utf-8"))["collection_info"]["version"]
+    if galaxy.is_file():
+        return str(yaml.safe_load(galaxy.read_text(encoding="utf-8"))["version"])
+    return None
+
+
+def find_collection() -> Collection:
+    """llmops.sglang as ansible-playbook started from the current directory would find it."""
+    config = development_config()
+    search_paths = tuple(collections_search_paths(config))
+    for directory in search_paths:
+        path = directory / "ansible_collections" / NAMESPACE / NAME
+        if path.is_dir():
+            return Collection(path=path, version=collection_version(path), config=config, search_paths=search_paths)
+    configured, scan_sys_path = configured_collections_paths(config)
+    searched = ":".join(configured) + (" and sys.path" if scan_sys_path else "")
+    raise CollectionNotFound(
+        f"the {FQCN} collection is on none of Ansible's collections paths ({searched}); install it with "
+        "`ansible-galaxy collection install llmops-sglang-<version>.tar.gz` (or from Galaxy), or point "
+        "ANSIBLE_COLLECTIONS_PATH or collections_path in ansible.cfg at the directory that holds it")
 
 
 def stage_playbook(stage: str) -> Path:
     """playbooks/<stage>.yml of the collection."""
     if stage not in STAGES:
         raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
-    return collection_root() / "playbooks" / f"{stage}.yml"
+    return find_collection().path / "playbooks" / f"{stage}.yml"
 
 
-def default_runs_dir() -> Path:
-    """Where the pipeline keeps runs when tuning_run_root is not set (the role's `playbook_dir/../runs`)."""
-    return collection_root() / "runs"
-
-
-def ansible_config() -> Path | None:
-    """The checkout's ansible.cfg (collections path, roles path), when there is one."""
-    config = collection_root() / "ansible.cfg"
-    return config if config.is_file() else None
+def default_runs_dir(collection: Collection | None = None) -> Path:
+    """Where the pipeline keeps runs when tuning_run_root is not set: the role's default, resolved against the current
+    directory as the role resolves it (``tuning_run_root | realpath`` on the controller)."""
+    defaults = (collection or find_collection()).path / RUN_ROLE_DEFAULTS
+    root = yaml.safe_load(defaults.read_text(encoding="utf-8"))["tuning_run_root"]
+    return Path(os.path.realpath(root))
 
 
 def run_report_module() -> ModuleType:
     """plugins/plugin_utils/run_report.py, imported by its collection path as the report action does."""
-    if not (COLLECTIONS_DIR / "ansible_collections" / "llmops" / "sglang").exists():
-        raise CollectionNotFound(f"{COLLECTIONS_DIR}/ansible_collections/llmops/sglang is missing; "
-                                 "run scripts/setup.sh (or make setup) once")
-    if str(COLLECTIONS_DIR) not in sys.path:
-        sys.path.append(str(COLLECTIONS_DIR))
-    return importlib.import_module("ansible_collections.llmops.sglang.plugins.plugin_utils.run_report")
+    name = f"ansible_collections.{NAMESPACE}.{NAME}.plugins.plugin_utils.run_report"
+    if name not in sys.modules:
+        collections_dir = str(find_collection().collections_dir)
+        if collections_dir not in sys.path:
+            sys.path.append(collections_dir)
+    return importlib.import_module(name)
 
 
 def run_dir_module() -> ModuleType:
     """plugins/plugin_utils/run_dir.py (atomic writes into a run directory)."""
     run_report_module()  # puts the collection on the import path
-    return importlib.import_module("ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir")
+    return importlib.import_module(f"ansible_collections.{NAMESPACE}.{NAME}.plugins.plugin_utils.run_dir")

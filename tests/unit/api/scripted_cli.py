@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from llmops_sglang import api, cli
+from llmops_sglang.collection import find_collection
 from llmops_sglang.models import HostStats, ProgressEvent, RunResult, TaskFailure
 from llmops_sglang.runs import read_summary
 
@@ -39,7 +40,8 @@ def scripted_run(playbook_or_stage, inventory, extravars=None, run_id=None, on_e
     status = "canceled" if cancel is not None and cancel.is_set() else os.environ.get("SCRIPTED_STATUS", "successful")
     failure = TaskFailure("gpu1", PLAY, "Sweep it", "the sweep stopped early", ignored=False)
     failures = () if status == "successful" else (failure,)
-    return RunResult(status=status, rc=0 if status == "successful" else 2, playbook=api.playbook_for(playbook_or_stage),
+    return RunResult(status=status, rc=0 if status == "successful" else 2,
+                     playbook=api.playbook_for(playbook_or_stage, find_collection()),
                      hosts={"gpu1": HostStats(ok=150, changed=30)}, artifacts={}, run_id=run_id, run_dir=DEMO_RUN,
                      summary=read_summary(DEMO_RUN), failures=failures)
 

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 
 from llmops_sglang import api
-from llmops_sglang.collection import CHECKOUT
+from llmops_sglang.collection import default_runs_dir, find_collection
 from llmops_sglang.models import ProgressEvent
 
 PLAYBOOKS = Path(__file__).parent / "playbooks"
 PLAYBOOK = PLAYBOOKS / "local.yml"
 INVENTORY = PLAYBOOKS / "inventory.ini"
+CHECKOUT = Path(__file__).resolve().parents[3]
 STOPPED_WITHIN_S = 10  # the play sleeps far longer; ansible-runner looks at the flag every POLL_SECONDS
 
 
@@ -25,9 +26,11 @@ def local_vars(tmp_path: Path, sleep_s: float = 0, fail: bool = False) -> dict:
 
 
 def test_tune_is_run_by_fqcn_and_stages_by_their_playbook():
-    assert api.playbook_for("tune") == "llmops.sglang.tune"
-    assert api.playbook_for("flags") == str(CHECKOUT / "playbooks" / "flags.yml")
-    assert api.playbook_for("site.yml") == "site.yml"
+    collection = find_collection()
+    assert api.playbook_for("tune", collection) == "llmops.sglang.tune"
+    assert api.playbook_for("flags", collection) == str(collection.path / "playbooks" / "flags.yml")
+    assert Path(api.playbook_for("flags", collection)).resolve() == CHECKOUT / "playbooks" / "flags.yml"
+    assert api.playbook_for("site.yml", collection) == "site.yml"
 
 
 def test_pipeline_options_become_the_pipeline_variables(tmp_path):
@@ -38,9 +41,20 @@ def test_pipeline_options_become_the_pipeline_variables(tmp_path):
 
 
 def test_runner_uses_this_environment_ansible_and_the_checkout_config():
-    env = api.runner_env()
+    env = api.runner_env(find_collection())
     assert env["PATH"].split(":")[0] == str(Path(sys.executable).parent)
     assert env["ANSIBLE_CONFIG"] == str(CHECKOUT / "ansible.cfg")
+
+
+def test_an_installed_collection_leaves_the_config_to_ansible(monkeypatch):
+    monkeypatch.setattr("llmops_sglang.collection.development_config", lambda: None)
+    assert "ANSIBLE_CONFIG" not in api.runner_env(find_collection())
+
+
+def test_check_and_diff_become_ansible_playbook_options():
+    assert api.playbook_cmdline(check=False, diff=False) is None
+    assert api.playbook_cmdline(check=True, diff=False) == "--check"
+    assert api.playbook_cmdline(check=True, diff=True) == "--check --diff"
 
 
 def test_a_run_returns_status_stats_artifacts_run_dir_and_progress(tmp_path):
@@ -48,7 +62,8 @@ def test_a_run_returns_status_stats_artifacts_run_dir_and_progress(tmp_path):
     result = api.run(PLAYBOOK, INVENTORY, local_vars(tmp_path), on_event=events.append)
     assert result.succeeded and result.rc == 0
     assert result.hosts["api-test-host"].ok == 4 and result.hosts["api-test-host"].failures == 0
-    assert result.artifacts == {"llmops_local": {"api-test-host": {"status": "done"}}}
+    assert result.artifacts == {"llmops_local": {"api-test-host": {"status": "done", "check": False, "diff": False,
+                                                                   "verbosity": 0, "cwd_runs": str(Path.cwd() / "runs")}}}
     assert result.run_dir == tmp_path / "run-local" and result.run_id == "run-local"
     assert result.summary is None  # not a run directory: nothing to summarize
     assert [e.kind for e in events][:2] == ["stage", "task"]
@@ -62,6 +77,28 @@ def test_relative_playbook_and_inventory_paths_are_the_callers(tmp_path, monkeyp
     result = api.run("playbooks/local.yml", "playbooks/inventory.ini", local_vars(tmp_path))
     assert result.succeeded and list(result.hosts) == ["api-test-host"]
     assert result.playbook == str(PLAYBOOK)
+
+
+def test_limit_check_diff_and_verbosity_reach_ansible_playbook(tmp_path):
+    inventory = tmp_path / "inventory.ini"
+    host = INVENTORY.read_text().split(" ", 1)[1]
+    inventory.write_text(f"api-test-host {host}other-host {host}")
+    events: list[ProgressEvent] = []
+    result = api.run(PLAYBOOK, inventory, local_vars(tmp_path), on_event=events.append, limit="api-test-host",
+                     check=True, diff=True, verbosity=2)
+    assert result.succeeded and list(result.hosts) == ["api-test-host"]
+    assert result.artifacts["llmops_local"]["api-test-host"] | {"cwd_runs": None} == {
+        "status": "done", "check": True, "diff": True, "verbosity": 2, "cwd_runs": None}
+    # -v's lines (here the config file ansible-playbook says it uses) arrive as progress events
+    assert any(e.kind == "progress" and e.message == f"Using {CHECKOUT / 'ansible.cfg'} as config file" for e in events)
+
+
+def test_playbooks_run_in_the_callers_directory_so_runs_land_in_its_runs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # the tuning_run role's default root is relative: the directory of the run
+    result = api.run(PLAYBOOKS / "run_dir.yml", INVENTORY, run_id="r1")
+    assert result.succeeded
+    assert result.run_dir == tmp_path / "runs" / "r1" == default_runs_dir() / "r1"
+    assert (tmp_path / "runs" / "r1" / "run.json").is_file() and (tmp_path / "runs" / "latest").is_symlink()
 
 
 def test_a_failed_run_names_the_failed_task(tmp_path):

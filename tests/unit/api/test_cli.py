@@ -1,6 +1,8 @@
 """llmops-sglang command line: arguments, what reaches the API, exit codes, report and runs, plain output."""
 from __future__ import annotations
 
+import argparse
+import importlib.metadata
 import json
 import re
 import shutil
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from llmops_sglang import api, cli
+from llmops_sglang.collection import CollectionNotFound, find_collection
 from llmops_sglang.display import event_lines
 from llmops_sglang.models import ProgressEvent, RunResult
 
@@ -74,7 +77,64 @@ def test_tune_hands_its_options_to_the_api(api_calls, tmp_path):
     assert re.fullmatch(r"\d{8}T\d{6}Z", call.pop("run_id"))  # chosen by the CLI so it can say how to resume
     assert isinstance(call.pop("cancel"), threading.Event)  # set when the user interrupts
     assert call == {"target": "tune", "inventory": "inventory/prod", "extravars": {"sglang_port": 30001, "x": "a"},
-                    "stages": "flags,verify", "force": "flags", "runs_dir": tmp_path, "timeout": 90.0}
+                    "stages": "flags,verify", "force": "flags", "runs_dir": tmp_path, "limit": None, "check": False,
+                    "diff": False, "verbosity": 0, "timeout": 90.0}
+
+
+@pytest.mark.parametrize("command", [["tune"], ["stage", "verify", "--run-id", "r1"]])
+def test_limit_check_diff_and_verbosity_reach_the_api(api_calls, command):
+    assert cli.main([*command, "-i", "inv", "--limit", "gpu1,gpu2", "--check", "--diff", "-vvv"]) == cli.EXIT_OK
+    assert cli.main([*command, "-i", "inv", "-l", "gpu3", "-C", "-D", "-v", "-v"]) == cli.EXIT_OK
+    assert [(c["limit"], c["check"], c["diff"], c["verbosity"]) for c in api_calls] == [
+        ("gpu1,gpu2", True, True, 3), ("gpu3", True, True, 2)]
+
+
+def all_arguments(parser):
+    """Every argument of the parser and its subcommands, except argparse's own --help."""
+    for action in parser._actions:  # pylint: disable=protected-access
+        if isinstance(action, argparse._SubParsersAction):  # pylint: disable=protected-access
+            for name, command in action.choices.items():
+                yield from ((f"{name} {label}", help_text) for label, help_text in all_arguments(command))
+        elif not isinstance(action, argparse._HelpAction):  # pylint: disable=protected-access
+            yield "/".join(action.option_strings) or action.dest, action.help
+
+
+def test_every_argument_has_help():
+    arguments = dict(all_arguments(cli.parser()))
+    assert {"--version", "tune -C/--check", "stage name", "report run_id", "runs --runs-dir"} <= set(arguments)
+    assert [label for label, help_text in arguments.items() if not help_text] == []
+
+
+def test_version_names_the_package_the_collection_and_where_it_is(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == cli.EXIT_OK
+    collection = find_collection()
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[:2] == [f"llmops-sglang {importlib.metadata.version('llmops-sglang')}",
+                         f"llmops.sglang {collection.version} at {collection.path} -> {collection.path.resolve()}"]
+    assert lines[2] == f"ansible.cfg: {collection.config} (development install)"
+    assert re.fullmatch(r"ansible-core 2\.19\.\d+, Python 3\.\d+\.\d+", lines[3])
+
+
+def test_version_without_the_collection_says_so_and_exits_1(monkeypatch, capsys):
+    def missing():
+        raise CollectionNotFound("not on any collections path")
+
+    monkeypatch.setattr(cli, "find_collection", missing)
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--version"])
+    assert exit_info.value.code == cli.EXIT_FAILED
+    assert "llmops.sglang: not found: not on any collections path" in capsys.readouterr().out.splitlines()
+
+
+def test_runs_and_report_default_to_runs_of_the_current_directory(runs_dir, monkeypatch, capsys):
+    monkeypatch.chdir(runs_dir.parent)
+    runs_dir.rename(runs_dir.parent / "runs")
+    assert cli.main(["runs"]) == cli.EXIT_OK
+    assert "20261130T200107Z" in capsys.readouterr().out
+    assert cli.main(["report", "20261130T200107Z"]) == cli.EXIT_OK
+    assert (runs_dir.parent / "runs" / "20261130T200107Z" / "report.html").is_file()
 
 
 def test_stage_runs_that_stage_of_the_given_run(api_calls):
