@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: awx_workflow_nodes
 short_description: The awx.awx workflow_nodes of a simplified workflow definition
-version_added: 0.1.0
+version_added: 1.0.0
 author: llmops.sglang contributors (@llmops)
 description:
   - Turns the nodes of C(extensions/awx/workflow.yml) (C(identifier), C(job_template) or C(approval),

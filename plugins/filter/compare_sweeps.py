@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: compare_sweeps
 short_description: Noise-aware comparison of two benchmark sweeps
-version_added: 0.1.0
+version_added: 1.0.0
 author: llmops.sglang contributors (@llmops)
 description:
   - Compares a candidate sweep with a baseline sweep (both as returned by the P(llmops.sglang.bench#module) module in

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: drift_check
 short_description: Has a configuration measured twice in one tuning run moved?
-version_added: 0.1.0
+version_added: 1.0.0
 author: llmops.sglang contributors (@llmops)
 description:
   - Compares a fresh start of a configuration (O(again)) with the same configuration's earlier measurement

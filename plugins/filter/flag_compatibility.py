@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: flag_compatibility
 short_description: Requested SGLang flags that cannot take effect on this GPU, model and version
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Evaluates the collection's flag rules (C(roles/sglang_preflight/files/flag_rules.yml)) against the
     requested server args and facts; each finding says why the flag will not take effect and cites its source.

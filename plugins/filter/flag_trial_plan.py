@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: flag_trial_plan
 short_description: Whether a flag candidate is worth measuring, from what the preflight found
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - A candidate whose every flag the preflight found will not take effect on this GPU, model and SGLang
     (P(llmops.sglang.flag_compatibility#filter), recorded in C(flag_findings.json)) cannot help; measuring it costs a

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: measurement_failure
 short_description: Tell a candidate's failure from a measurement that could not be made
-version_added: 0.1.0
+version_added: 1.0.0
 author: llmops.sglang contributors (@llmops)
 description:
   - Turns the failed result of a measurement step into a failure record with C(fault) V(candidate) (the

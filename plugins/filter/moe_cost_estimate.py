@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: moe_cost_estimate
 short_description: GPU-minutes the MoE stage will cost, estimated from the tuner's plan before any server stops
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Up kernel - each tuner invocation of the batch sizes still to tune (the plan's C(chunks)) hands one batch size to
     each of O(workers) GPUs, so it takes ceil(batch sizes / workers) rounds of (configs in the search space x

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: moe_kernel_table
 short_description: Fused-MoE kernel time before and after tuning, speedup and % of the bandwidth roofline
-version_added: 0.1.0
+version_added: 1.0.0
 author: llmops.sglang contributors (@llmops)
 description:
   - Joins two tuner benchmark runs (RV(llmops.sglang.moe_tune#module:kernel_times) of O(_input) before tuning

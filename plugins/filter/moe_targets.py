@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: moe_targets
 author: llmops.sglang contributors
-version_added: 0.1.0
+version_added: 1.0.0
 short_description: The fused-MoE config files to tune, from two sources that must agree
 description:
   - Derives the up and down config file names the server looks up from the model's C(config.json), the

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: parse_startup_log
 author: llmops.sglang contributors
-version_added: 0.1.0
+version_added: 1.0.0
 short_description: Parse an SGLang server startup log into structured facts
 description:
   - Reads the startup log of one SGLang server start and returns what the server printed about itself

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: provenance_mismatches
 author: llmops.sglang contributors (@llmops)
-version_added: 0.1.0
+version_added: 1.0.0
 short_description: Why tuned MoE configs do not fit a host (GPU, Triton, SGLang, model shape)
 description:
   - Compares the provenance recorded with tuned configs (C(moe_tune/<host>/provenance.json) of a run) with what a

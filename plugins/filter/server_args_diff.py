@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: server_args_diff
 author: llmops.sglang contributors
-version_added: 0.1.0
+version_added: 1.0.0
 short_description: What changed between two SGLang starts (server-made changes, capacity, warnings, MoE configs)
 description:
   - Compares the startup facts of a candidate start with those of the baseline start, both from

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: sweep_table
 short_description: Markdown table of a benchmark sweep
-version_added: 0.1.0
+version_added: 1.0.0
 author: llmops.sglang contributors (@llmops)
 description:
   - Renders a sweep (as returned by the P(llmops.sglang.bench#module) module in RV(sweep)) as a Markdown pipe table

@@ -5,7 +5,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 name: trial_decision
 short_description: Adopt or revert a tuning candidate, with the reasons
-version_added: 0.1.0
+version_added: 1.0.0
 author: llmops.sglang contributors (@llmops)
 description:
   - Applies the decision policy to a candidate's sweep comparison and its side effects.

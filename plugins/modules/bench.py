@@ -8,7 +8,7 @@ module: bench
 
 short_description: Benchmark an SGLang server with a concurrency sweep at fixed input/output lengths
 
-version_added: 0.1.0
+version_added: 1.0.0
 
 description:
   - Sends streaming requests to a running SGLang server and measures, for every concurrency level, aggregate output

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: gpu_facts
 short_description: GPUs of a host from nvidia-smi
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Queries C(nvidia-smi --query-gpu=... --format=csv,noheader,nounits) for index, name, uuid, memory,
     compute capability, driver and power limit, adds SGLang's device name form (spaces replaced by C(_)),

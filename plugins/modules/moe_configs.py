@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: moe_configs
 short_description: List, validate, install and restore SGLang's fused-MoE Triton config files
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Works on the directory SGLang reads fused-MoE configs from, C(configs/triton_X_Y_Z/) next to the installed
     package's config module, or a managed C(SGLANG_MOE_CONFIG_DIR) given as O(config_dir).

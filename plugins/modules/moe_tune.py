@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: moe_tune
 short_description: Run SGLang's fused-MoE Triton tuner as a resumable, bounded job with progress
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Runs SGLang's tuner from the host's SGLang source checkout with the SGLang venv's python. V(up) uses
     C(tuning_fused_moe_triton.py --tune) (Ray, one worker per GPU), V(down) uses C(tune_down_moe.py) with the up

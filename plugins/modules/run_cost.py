@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: run_cost
 short_description: Account the GPU-minutes a tuning stage spent, from its records in the run directory
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Reads the records of one stage of one host in the run directory (its measurements' C(deploy.json),
     C(facts.json), C(sweep.json); the MoE stage's C(tune_up.json), C(tune_down.json), C(kernel_benchmark.json)) and

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: run_inputs
 short_description: Check a tuning run's inputs before a stage deploys anything
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Checks the variables a tuning stage works with - the stages to run and to force, the benchmark options, the
     comparison options, the decision policy, the MoE settings, the candidate flag sets and the baseline args - and

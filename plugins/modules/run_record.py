@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: run_record
 short_description: Write evidence files into the tuning run directory on the controller
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Writes files (requested args, units, startup logs, facts, sweeps, comparisons, decisions) into a directory of
     the run directory on the controller (see docs/run-directory.md). Mappings and lists are written as JSON

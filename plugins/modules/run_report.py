@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: run_report
 short_description: Write summary.json, report.md and report.html of a tuning run
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Builds the report of a tuning run only from its run directory (docs/run-directory.md), so it can be
     regenerated at any time and shows exactly the recorded evidence.

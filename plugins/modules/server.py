@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: server
 short_description: Deploy an SGLang server as a systemd service, safely
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Renders the systemd unit for an SGLang server on the controller (action plugin), validates the
     requested flags against the SGLang installed on the host, installs the unit, restarts the

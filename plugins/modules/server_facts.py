@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: server_facts
 short_description: What an SGLang server really did at startup
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Reads the startup log of the current start of a systemd unit (journal lines of its invocation id
     only, so the time does not grow with the journal) or a log file, parses it with the collection's

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: server_guard
 short_description: Keep an SGLang service on its adopted configuration when the controller goes away
-version_added: 0.2.0
+version_added: 1.0.0
 description:
   - Arms, on the host, a guard of one service before a stage changes it (a candidate deployed, the server
     stopped for the MoE tuner). The guard keeps a snapshot of the adopted unit, environment file and any

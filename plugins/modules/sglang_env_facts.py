@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_env_facts
 short_description: The SGLang installation of a host, and the MoE shape of its model
-version_added: 0.1.0
+version_added: 1.0.0
 description:
   - Asks the SGLang venv's own Python for the versions of python, sglang, triton, torch and ray, and where
     SGLang reads fused-MoE configs (C(configs/triton_X_Y_Z/) next to the config module, or C(SGLANG_MOE_CONFIG_DIR)).
