@@ -56,6 +56,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
     stop_after_run,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.decisions import decide_trial  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.drift import drift_check  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import DESIGN_DEFAULTS  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import (  # noqa: E402
     compare_sweeps,
@@ -251,6 +252,36 @@ def simulate(trials: int, seed: int, cost: CostModel, instance_cv: float, option
     return cells
 
 
+DRIFTS = (0.0, 0.02, 0.03, 0.05)
+
+
+def drift_check_rates(trials: int, seed: int, throughput: dict[int, float], instance_cv: float) -> list[dict]:
+    """How often verify's drift check flags the adopted configuration (5 runs a level in its stage, 5 in verify,
+    two starts) when it truly moved by 0, 2, 3 or 5 % between them, at each run CV: the false-alarm rate under the
+    per-start noise alone and the power against real drift."""
+    rows = []
+    for cv_index, run_cv in enumerate(NOISE_CVS):
+        for drift_index, drift in enumerate(DRIFTS):
+            rng, flagged = random.Random(seed * 1000 + 500 + cv_index * 10 + drift_index), 0
+            for _trial in range(trials):
+                starts = (lognormal_factor(rng, instance_cv), lognormal_factor(rng, instance_cv) * (1.0 - drift))
+                earlier, again = (_sweep({c: [throughput[c] * start * lognormal_factor(rng, run_cv)
+                                              for _repeat in range(FIXED_REPEATS)] for c in LEVELS}) for start in starts)
+                flagged += drift_check(earlier, again, label="stage", **COMPARE)["drifted"]
+            rows.append({"run_cv_pct": 100.0 * run_cv, "drift_pct": 100.0 * drift, "trials": trials,
+                         "flagged_pct": 100.0 * flagged / trials})
+    return rows
+
+
+def drift_lines(rows: list[dict]) -> list[str]:
+    by_cv: dict[float, list[dict]] = {}
+    for row in rows:
+        by_cv.setdefault(row["run_cv_pct"], []).append(row)
+    return [f"drift check (verify vs the adopted configuration's stage, {rows[0]['trials']} trials a cell), flagged at "
+            f"run CV {cv:.0f}%: " + ", ".join(f"true drift {r['drift_pct']:.0f}% -> {r['flagged_pct']:.1f}%" for r in cells)
+            for cv, cells in by_cv.items()]
+
+
 def _pooled(cells: list[dict], policy: str, key: str, select: t.Callable[[dict], bool]) -> float:
     chosen = [cell for cell in cells if select(cell)]
     return sum(cell[policy][key] * cell["trials"] for cell in chosen) / sum(cell["trials"] for cell in chosen)
@@ -351,6 +382,10 @@ def main(argv: list[str] | None = None) -> int:
           + (f" with {', '.join(args.rule)})" if args.rule else ")"))
     for line in cost_lines(cost, instance_cv) + [""] + table_lines(cells):
         print(line)
+    drift_rows = drift_check_rates(max(50, trials // 10), args.seed, cost.throughput, instance_cv)
+    print()
+    for line in drift_lines(drift_rows):
+        print(line)
     problems = target_failures(numbers)
     print(f"\n{trials} trials per cell, seed {args.seed}, {time.monotonic() - started:.0f} s; targets: "
           + ("all met" if not problems else "NOT MET: " + "; ".join(problems)))
@@ -358,7 +393,7 @@ def main(argv: list[str] | None = None) -> int:
     name = "-".join(["results"] + (["quick"] if args.quick else []) + [pair.replace("=", "_") for pair in args.rule])
     (CACHE / f"{name}.json").write_text(json.dumps(
         {"trials": trials, "seed": args.seed, "rule": options, "cost_model": dataclasses.asdict(cost), "cells": cells,
-         "headline": numbers}, indent=2) + "\n")
+         "drift_check": drift_rows, "headline": numbers}, indent=2) + "\n")
     print(last_line(numbers))
     return 0 if not problems else 1
 

@@ -30,9 +30,14 @@ def drift_check(earlier: dict, again: dict, *, label: str, **compare_options: t.
     """Compare ``again`` (the configuration's fresh start) with ``earlier`` (its measurement ``label``).
 
     ``drifted`` is true when some level moved significantly and beyond the effect threshold, by the same test and
-    options every verdict of the run uses; ``drift_pct`` is |change| per level (JSON keys: strings), the size of
+    options every verdict of the run uses, its ``alpha`` split over the levels (one check, not one per level);
+    ``drift_pct`` is |change| per level (JSON keys: strings), the size of
     shift that the run's verdicts are compared with in ``verdicts_within_drift``."""
-    comparison = compare_sweeps(earlier, again, **compare_options)
+    # Family-wise across the levels (Bonferroni): with the verdicts' alpha at each of 5 levels, one quiet
+    # configuration in two starts would be called drifted about 1 time in 6 (benchmarks/verdict_cost.py).
+    levels = len(earlier.get("levels") or ()) if isinstance(earlier, dict) else 0
+    options = {**compare_options, "alpha": compare_options.get("alpha", 0.05) / max(levels, 1)}
+    comparison = compare_sweeps(earlier, again, **options)
     moved = sorted(comparison["improved"] + comparison["regressed"])
     drift = _level_drift(comparison)
     largest = max(drift, key=drift.__getitem__)
