@@ -112,10 +112,10 @@ def stage_playbook(stage: str) -> Path:
 
 def default_runs_dir(collection: Collection | None = None) -> Path:
     """Where the pipeline keeps runs when tuning_run_root is not set: the role's default, resolved against the current
-    directory as the role resolves it (``tuning_run_root | realpath`` on the controller)."""
+    directory as the role resolves it (``tuning_run_root | expanduser | realpath`` on the controller)."""
     defaults = (collection or find_collection()).path / RUN_ROLE_DEFAULTS
     root = yaml.safe_load(defaults.read_text(encoding="utf-8"))["tuning_run_root"]
-    return Path(os.path.realpath(root))
+    return Path(os.path.realpath(os.path.expanduser(root)))
 
 
 def run_report_module() -> ModuleType:

@@ -99,6 +99,9 @@ def test_playbooks_run_in_the_callers_directory_so_runs_land_in_its_runs(tmp_pat
     assert result.succeeded
     assert result.run_dir == tmp_path / "runs" / "r1" == default_runs_dir() / "r1"
     assert (tmp_path / "runs" / "r1" / "run.json").is_file() and (tmp_path / "runs" / "latest").is_symlink()
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    elsewhere = api.run(PLAYBOOKS / "run_dir.yml", INVENTORY, {"tuning_run_root": "~/llmops"}, run_id="r2")
+    assert elsewhere.run_dir == tmp_path / "home" / "llmops" / "r2"  # ~ expanded (the role's input is a path)
 
 
 def test_a_failed_run_names_the_failed_task(tmp_path):

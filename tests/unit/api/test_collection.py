@@ -14,11 +14,11 @@ from llmops_sglang.collection import CollectionNotFound, default_runs_dir, find_
 CHECKOUT = Path(__file__).resolve().parents[3]
 
 
-def installed_collection(collections_dir: Path, version: str) -> Path:
+def installed_collection(collections_dir: Path, version: str, runs_root: str = "runs") -> Path:
     """What `ansible-galaxy collection install -p <collections_dir>` leaves: the content and its MANIFEST.json."""
     path = collections_dir / "ansible_collections" / "llmops" / "sglang"
     (path / "roles" / "tuning_run" / "defaults").mkdir(parents=True)
-    (path / "roles" / "tuning_run" / "defaults" / "main.yml").write_text("tuning_run_root: runs\n")
+    (path / "roles" / "tuning_run" / "defaults" / "main.yml").write_text(f"tuning_run_root: {runs_root}\n")
     (path / "MANIFEST.json").write_text(json.dumps({"collection_info": {"namespace": "llmops", "name": "sglang",
                                                                         "version": version}}))
     return path
@@ -82,3 +82,10 @@ def test_not_installed_says_where_it_looked_and_how_to_install(pip_installed, mo
 def test_the_default_runs_dir_is_the_roles_default_in_the_current_directory(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     assert default_runs_dir() == tmp_path / "runs"
+
+
+def test_the_default_runs_dir_is_read_from_the_collection_found(pip_installed, monkeypatch):
+    installed_collection(pip_installed / "colls", "1.0.0", runs_root="~/llmops/runs")
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(pip_installed / "colls"))
+    monkeypatch.setenv("HOME", str(pip_installed / "home"))
+    assert default_runs_dir() == pip_installed / "home" / "llmops" / "runs"  # ~ expanded, as the role does
