@@ -5,16 +5,16 @@ batch sizes per module call and prints a progress line after each, so a run of h
 it is (and a crash loses at most one chunk)."""
 from __future__ import annotations
 
+import json
 import time
 
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import progress_entry, progress_line
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import STEP_REQUEST_FILE, progress_entry, progress_line
 
 display = Display()
 MODULE = "llmops.sglang.moe_tune"
-INTERNAL_OPTIONS = ("_step", "_plan", "_chunk", "_timeout")
 # Plan keys returned to the playbook as they are.
 SUMMARY_KEYS = ("file_name", "batch_sizes", "batch_sizes_reason", "search_space", "chunk_size", "resumed",
                 "checkpoint", "checkpoint_discarded", "tuner_cli", "notes")
@@ -27,11 +27,8 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = dict(self._task.args)
-        for option in INTERNAL_OPTIONS:
-            if option in args:
-                raise AnsibleActionFail(f"{option} is internal to llmops.sglang.moe_tune; remove it from the task")
         started = time.monotonic()
-        planned = self._step(args, task_vars, "plan")
+        planned = self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
         if planned.get("failed"):
             return {**result, **planned}
         plan = planned["plan"]
@@ -41,7 +38,7 @@ class ActionModule(ActionBase):
             would_change = plan["mode"] == "tune" and not plan["output_current"]
             return {**result, **summary, "changed": would_change, "chunks": plan.get("chunks", []), "progress": []}
         if plan["mode"] == "benchmark":
-            measured = self._step(args, task_vars, "benchmark", _plan=plan, _timeout=deadline - time.monotonic())
+            measured = self._step(args, task_vars, "benchmark", plan=plan, timeout=deadline - time.monotonic())
             return {**result, **summary, **measured, "duration_s": round(time.monotonic() - started, 1)}
         return {**result, **summary, **self._tune(args, task_vars, plan, started, deadline)}
 
@@ -53,7 +50,7 @@ class ActionModule(ActionBase):
                 return self._failed(f"timeout: {plan['timeout']}s spent with batch sizes "
                                     f"{chunk} and later not tuned; a rerun resumes from {plan['checkpoint']}",
                                     progress, started)
-            step = self._step(args, task_vars, "chunk", _plan=plan, _chunk=chunk, _timeout=deadline - time.monotonic())
+            step = self._step(args, task_vars, "chunk", plan=plan, chunk=chunk, timeout=deadline - time.monotonic())
             if step.get("failed"):
                 return {**step, "progress": progress, "duration_s": round(time.monotonic() - started, 1)}
             tuned += len(chunk)
@@ -66,7 +63,7 @@ class ActionModule(ActionBase):
             if step["placement"] is not None:
                 placements.append(step["placement"])
             display.display(progress_line(host, plan["kernel"], plan["file_name"], entry))
-        finished = self._step(args, task_vars, "finish", _plan=plan)
+        finished = self._step(args, task_vars, "finish", plan=plan)
         if finished.get("failed"):
             return {**finished, "progress": progress}
         return {"changed": bool(plan["chunks"]) or finished["changed"], "output_file": finished["output_file"],
@@ -77,9 +74,18 @@ class ActionModule(ActionBase):
                 "hosts_used": sorted({host for p in placements for host in p.get("hosts_used", [])}),
                 "duration_s": round(time.monotonic() - started, 1)}
 
-    def _step(self, args: dict, task_vars: dict, step: str, **internal) -> dict:
-        return self._execute_module(module_name=MODULE, module_args={**args, "_step": step, **internal},
-                                    task_vars=task_vars)
+    def _step(self, args: dict, task_vars: dict, step: str, **request) -> dict:
+        """Run a step after the plan: its request goes to the module as a file in the task's remote tmp dir
+        (module_utils/moe_tuning.py, STEP_REQUEST_FILE), which the module receives as its tmpdir."""
+        if self._is_become_unprivileged():
+            # Ansible then hands the module no tmp dir of ours (the become user could not read it).
+            raise AnsibleActionFail("llmops.sglang.moe_tune runs as the connection user or with become to root, "
+                                    "not with become_user of another unprivileged user")
+        if self._connection._shell.tmpdir is None:
+            self._make_tmp_path()
+        path = self._connection._shell.join_path(self._connection._shell.tmpdir, STEP_REQUEST_FILE)
+        self._transfer_data(path, json.dumps({"step": step, **request}))
+        return self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
 
     @staticmethod
     def _failed(msg: str, progress: list, started: float) -> dict:

@@ -17,13 +17,39 @@ import os
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import parse_config_file_name, validate_config
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import block_m_pairs, default_block_m, fallback_order, lookup
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import parse_config_file_name, triton_dir_for, validate_config
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import (
+    block_m_pairs, default_block_m, fallback_order, lookup, moe_rules)
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import Runner, probe_sglang
 
 MANIFEST = "manifest.json"
 NAME_FORMAT = "E=<E>,N=<N>,device_name=<gpu>[,dtype=...][,block_shape=[a, b]][,per_channel_quant=True][_down].json"
+
+
+class ConfigRoots(NamedTuple):
+    root: str  # the configs/ directory SGLang reads
+    builtin: str  # the installed package's own configs/
+    triton_dir: str
+    rules: dict  # the installed SGLang's MoE config rules
+
+
+def config_roots(run: Runner, python: str, config_dir: str | None, triton_dir: str | None) -> ConfigRoots:
+    """Where the SGLang behind ``python`` reads fused-MoE configs (``config_dir``: a managed
+    ``SGLANG_MOE_CONFIG_DIR``), the Triton directory (``triton_dir``, default the installed Triton's)
+    and the release's lookup rules. Shared by moe_configs (install/restore) and moe_configs_info (list)."""
+    probe = probe_sglang(run, python)
+    if probe["config_module_dir"] is None:
+        raise ValueError(f"python: the SGLang of {python} has no fused_moe_triton_config module; set config_dir")
+    builtin = os.path.join(probe["config_module_dir"], "configs")
+    if not triton_dir:
+        if not probe["versions"]["triton"]:
+            raise ValueError(f"triton_dir: triton is not installed for {python}; set triton_dir")
+        triton_dir = triton_dir_for(probe["versions"]["triton"])
+    root = os.path.join(config_dir, "configs") if config_dir else builtin
+    return ConfigRoots(root, builtin, triton_dir, moe_rules(probe["versions"]["sglang"]))
 
 
 @dataclass

@@ -6,7 +6,7 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: moe_configs
-short_description: List, validate, install and restore SGLang's fused-MoE Triton config files
+short_description: Validate, install and restore SGLang's fused-MoE Triton config files
 version_added: 1.0.0
 description:
   - Works on the directory SGLang reads fused-MoE configs from, C(configs/triton_X_Y_Z/) next to the installed
@@ -21,8 +21,8 @@ description:
     atomically, and restores everything when a step fails.
   - A managed O(config_dir) used for the first time is seeded with the package's built-in configs, because with
     C(SGLANG_MOE_CONFIG_DIR) set SGLang no longer searches the package.
-  - V(list) parses every C(triton_*) directory. V(restored) puts a backup back exactly (files the install created are
-    removed).
+  - V(restored) puts a backup back exactly (files the install created are removed).
+  - M(llmops.sglang.moe_configs_info) lists what is installed without changing anything.
 author:
   - llmops.sglang contributors (@llmops)
 attributes:
@@ -46,9 +46,9 @@ options:
       - Default the installed package's own C(configs/) directory.
     type: path
   state:
-    description: V(present) installs O(configs); V(list) only reads; V(restored) puts O(backup_dir) back.
+    description: V(present) installs O(configs); V(restored) puts O(backup_dir) back.
     type: str
-    choices: [present, list, restored]
+    choices: [present, restored]
     default: present
   configs:
     description: Config files to install (O(state=present)).
@@ -80,6 +80,7 @@ options:
     description: A backup directory returned by V(present), to restore (O(state=restored)).
     type: path
 seealso:
+  - module: llmops.sglang.moe_configs_info
   - module: llmops.sglang.moe_tune
   - plugin: llmops.sglang.moe_targets
     plugin_type: filter
@@ -98,17 +99,12 @@ EXAMPLES = r"""
   llmops.sglang.moe_configs:
     state: restored
     backup_dir: "{{ installed.backup_dir }}"
-
-- name: What is installed
-  llmops.sglang.moe_configs:
-    state: list
-  register: moe_listing
 """
 
 RETURN = r"""
 install_dir:
   description: The C(configs/<triton_dir>) directory installed into.
-  returned: state=present or state=list
+  returned: state=present
   type: str
   sample: /opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_6_0
 installed:
@@ -149,7 +145,7 @@ listing:
   description:
     - Per C(triton_*) directory, its fused-MoE files parsed (C(file_name), C(kernel) up/down, C(E), C(N),
       C(device_name), C(dtype), C(block_shape), C(per_channel_quant)).
-  returned: state=present or state=list
+  returned: state=present
   type: dict
   sample:
     triton_3_6_0:
@@ -173,14 +169,11 @@ errors:
 """
 
 import os
-from typing import NamedTuple
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import triton_dir_for
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
-    apply_changes, install_changes, list_configs, read_requested, restore_backup, seed_changes, validation_report)
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang
+    apply_changes, config_roots, install_changes, list_configs, read_requested, restore_backup, seed_changes,
+    validation_report)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import renew_leases
 
 
@@ -190,32 +183,10 @@ class InvalidConfigs(ValueError):
         self.details = {"errors": errors}
 
 
-class ConfigRoots(NamedTuple):
-    root: str  # the configs/ directory SGLang reads
-    builtin: str  # the installed package's own configs/
-    triton_dir: str
-    rules: dict  # the installed SGLang's MoE config rules
-
-
-def config_roots(module: AnsibleModule) -> ConfigRoots:
-    params = module.params
-    probe = probe_sglang(module.run_command, params["python"])
-    if probe["config_module_dir"] is None:
-        raise ValueError(f"python: the SGLang of {params['python']} has no fused_moe_triton_config module; set config_dir")
-    builtin = os.path.join(probe["config_module_dir"], "configs")
-    triton_dir = params["triton_dir"]
-    if not triton_dir:
-        if not probe["versions"]["triton"]:
-            raise ValueError(f"triton_dir: triton is not installed for {params['python']}; set triton_dir")
-        triton_dir = triton_dir_for(probe["versions"]["triton"])
-    root = os.path.join(params["config_dir"], "configs") if params["config_dir"] else builtin
-    return ConfigRoots(root, builtin, triton_dir, moe_rules(probe["versions"]["sglang"]))
-
-
 def present(module: AnsibleModule) -> dict:
     params = module.params
     requested = read_requested(params["configs"])
-    roots = config_roots(module)
+    roots = config_roots(module.run_command, params["python"], params["config_dir"], params["triton_dir"])
     install_dir = os.path.join(roots.root, roots.triton_dir)
     errors, warnings = validation_report(requested, roots.rules, install_dir, roots.triton_dir)
     if errors:
@@ -247,17 +218,12 @@ def present(module: AnsibleModule) -> dict:
     }
 
 
-def listed(module: AnsibleModule) -> dict:
-    roots = config_roots(module)
-    return {"changed": False, "install_dir": os.path.join(roots.root, roots.triton_dir), "listing": list_configs(roots.root)}
-
-
 def restored(module: AnsibleModule) -> dict:
     result = restore_backup(module.params["backup_dir"], check_mode=module.check_mode)
     return {**result, "backup_dir": module.params["backup_dir"]}
 
 
-STATES = {"present": present, "list": listed, "restored": restored}
+STATES = {"present": present, "restored": restored}
 
 
 def main() -> None:

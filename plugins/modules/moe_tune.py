@@ -145,21 +145,6 @@ options:
     description: Ignore (and discard) the checkpoint and tune every batch size again.
     type: bool
     default: false
-  _step:
-    description: Internal; the step the action plugin runs.
-    type: str
-    choices: [plan, chunk, finish, benchmark]
-    default: plan
-  _plan:
-    description: Internal; the plan returned by the plan step.
-    type: dict
-  _chunk:
-    description: Internal; the batch sizes of one tuner invocation.
-    type: list
-    elements: int
-  _timeout:
-    description: Internal; seconds left for this step.
-    type: float
 notes:
   - Configs that fail to compile or run out of shared memory are skipped by the tuner itself.
   - Run the up kernel first; the down kernel needs its output as O(gate_up_config).
@@ -339,8 +324,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail,
     PRUNINGS, merge_into_checkpoint, operand_bytes, ray_cluster_gpus, ray_workers, read_checkpoint, read_search_space_file,
     read_tuner_cli,
-    resolve_batch_sizes, run_tuner, search_space_plan, sha256_of, size_runs, tuner_command, tuner_device_name,
-    tuner_environment, visible_gpu_count)
+    resolve_batch_sizes, run_tuner, search_space_plan, sha256_of, size_runs, step_request, tuner_command,
+    tuner_device_name, tuner_environment, visible_gpu_count)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import Work, guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
 
@@ -504,8 +489,8 @@ def invocation_dir(work_dir: str, prefix: str) -> str:
     return tempfile.mkdtemp(prefix=prefix, dir=parent)
 
 
-def chunk_step(module: AnsibleModule, work: Work) -> dict:
-    params, plan, chunk = module.params, module.params["_plan"], module.params["_chunk"]
+def chunk_step(module: AnsibleModule, request: dict, work: Work) -> dict:
+    params, plan, chunk = module.params, request["plan"], request["chunk"]
     run_dir = invocation_dir(params["work_dir"], f"{plan['kernel']}-M{chunk[0]}-")
     argv = tuner_command(params["python"], plan["tuner_dir"], kernel=plan["kernel"], mode="tune",
                          model_path=params["model_path"], tp_size=params["tp_size"], ep_size=params["ep_size"],
@@ -513,7 +498,7 @@ def chunk_step(module: AnsibleModule, work: Work) -> dict:
                          search_space_file=plan["search_space_file"], gate_up_config=params["gate_up_config"],
                          out_dir=run_dir)
     env, drivers = tuner_environment(dict(os.environ), params["environment"]), []
-    run = run_tuner(argv, run_dir, env, params["_timeout"],
+    run = run_tuner(argv, run_dir, env, request["timeout"],
                     on_start=lambda pid: (drivers.append(pid), work.add_process_group(pid)))
     output = os.path.join(run_dir, plan["file_name"])
     if run.timed_out or run.rc != 0 or not os.path.exists(output):
@@ -555,8 +540,8 @@ def chunk_failure(plan: dict, chunk: list, run, run_dir: str) -> TuneError:
     )
 
 
-def finish_step(module: AnsibleModule) -> dict:
-    plan = module.params["_plan"]
+def finish_step(module: AnsibleModule, request: dict) -> dict:
+    plan = request["plan"]
     configs = read_checkpoint(plan["checkpoint"], plan["fingerprint"])[0]
     content = final_output(configs, plan["batch_sizes"], plan["kernel"])
     changed = read_bytes(plan["output_file"]) != content
@@ -565,11 +550,11 @@ def finish_step(module: AnsibleModule) -> dict:
     return {"changed": changed, "output_file": plan["output_file"]}
 
 
-def benchmark_step(module: AnsibleModule, work: Work) -> dict:
+def benchmark_step(module: AnsibleModule, request: dict, work: Work) -> dict:
     """Kernel times with the installed configs: one tuner run, or one per batch size where the tuner takes one."""
-    params, plan = module.params, module.params["_plan"]
+    params, plan = module.params, request["plan"]
     run_dir = invocation_dir(params["work_dir"], "benchmark-")
-    deadline = time.monotonic() + params["_timeout"]
+    deadline = time.monotonic() + request["timeout"]
     results, seconds = {}, 0.0
     for sizes in size_runs(plan["batch_sizes"], plan["tuner_cli"]):
         argv = tuner_command(params["python"], plan["tuner_dir"], kernel="up", mode="benchmark",
@@ -591,7 +576,6 @@ def benchmark_step(module: AnsibleModule, work: Work) -> dict:
                              for size in plan["batch_sizes"]}}
 
 
-STEPS = {"plan": plan_step, "finish": finish_step}
 # Steps that start the tuner: they register its process group with the host's guard.
 TUNER_STEPS = {"chunk": chunk_step, "benchmark": benchmark_step}
 
@@ -620,19 +604,19 @@ def main() -> None:
             environment=dict(type="dict", default={}),
             timeout=dict(type="int", default=43200),
             force=dict(type="bool", default=False),
-            _step=dict(type="str", choices=[*STEPS, *TUNER_STEPS], default="plan"),
-            _plan=dict(type="dict"),
-            _chunk=dict(type="list", elements="int"),
-            _timeout=dict(type="float"),
         ),
-        required_if=[("_step", "chunk", ("_plan", "_chunk", "_timeout")), ("_step", "finish", ("_plan",)),
-                     ("_step", "benchmark", ("_plan", "_timeout"))],
         supports_check_mode=True,
     )
-    step = module.params["_step"]
     with guarded_work() as work:
         try:
-            result = TUNER_STEPS[step](module, work) if step in TUNER_STEPS else STEPS[step](module)
+            request = step_request(module.tmpdir)
+            step = request["step"]
+            if step == "plan":
+                result = plan_step(module)
+            elif step in TUNER_STEPS:
+                result = TUNER_STEPS[step](module, request, work)
+            else:
+                result = finish_step(module, request)
         except (ValueError, OSError) as exc:
             module.fail_json(msg=str(exc), **getattr(exc, "details", {}))
     module.exit_json(**result)

@@ -1,7 +1,8 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""The moe_configs module run through its real main(): a stand-in SGLang python answers the environment
-probe with a package config directory under tmp_path; files are really installed, backed up and restored."""
+"""The moe_configs and moe_configs_info modules run through their real main(): a stand-in SGLang python
+answers the environment probe with a package config directory under tmp_path; files are really installed,
+backed up, restored and listed."""
 from __future__ import annotations
 
 import json
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.llmops.sglang.plugins.modules import moe_configs
+from ansible_collections.llmops.sglang.plugins.modules import moe_configs, moe_configs_info
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
 H200_UP = "E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"
@@ -110,8 +111,12 @@ def test_managed_dir_is_seeded_and_restored_exactly(host, capsys):
     assert again["changed"] is False
 
 
-def test_list_and_explicit_triton_dir(host, capsys):
-    code, result = run_module(host, capsys, state="list", triton_dir="triton_3_5_1")
+def test_info_module_lists_with_an_explicit_triton_dir(host, capsys):
+    args = {"python": host["python"], "triton_dir": "triton_3_5_1", "_ansible_remote_tmp": str(host["tmp"] / "remote_tmp"),
+            "_ansible_keep_remote_files": False}
+    with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
+        moe_configs_info.main()
+    code, result = exit_info.value.code, json.loads(capsys.readouterr().out)
     assert code == 0 and result["changed"] is False
     assert result["install_dir"] == str(host["configs"] / "triton_3_5_1")
     assert result["listing"]["triton_3_5_1"][0]["E"] == 257

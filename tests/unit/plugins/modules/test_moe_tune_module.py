@@ -7,12 +7,16 @@ in tests/integration/test_moe_modules.py."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import STEP_REQUEST_FILE
 from ansible_collections.llmops.sglang.plugins.modules import moe_tune
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
@@ -93,9 +97,15 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
                      "batch_sizes": [1, 8, 64], "environment": {"CUDA_VISIBLE_DEVICES": "0,1"}}}
 
 
-def run_step(host: dict, capsys: pytest.CaptureFixture, check: bool = False, **args) -> tuple[int, dict]:
+def run_step(host: dict, capsys: pytest.CaptureFixture, check: bool = False, request: dict | None = None,
+             **args) -> tuple[int, dict]:
+    """One module call as the action plugin makes it: the plan step without a request, a later step with its
+    request in the task's tmp dir (STEP_REQUEST_FILE)."""
+    task_tmp = Path(tempfile.mkdtemp(dir=host["tmp"], prefix="task-"))
+    if request is not None:
+        (task_tmp / STEP_REQUEST_FILE).write_text(json.dumps(request))
     args = {**host["args"], "_ansible_check_mode": check, "_ansible_remote_tmp": str(host["tmp"] / "remote_tmp"),
-            "_ansible_keep_remote_files": False, **args}
+            "_ansible_tmpdir": str(task_tmp), "_ansible_keep_remote_files": False, **args}
     with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
         moe_tune.main()
     return exit_info.value.code, json.loads(capsys.readouterr().out)
@@ -114,33 +124,34 @@ def test_plan_in_check_mode_writes_nothing(host, capsys):
 def test_chunks_checkpoint_finish_and_resume_after_a_crash(host, capsys, monkeypatch):
     _, planned = run_step(host, capsys)
     plan = planned["plan"]
-    code, first = run_step(host, capsys, _step="chunk", _plan=plan, _chunk=[1, 8], _timeout=60)
+    code, first = run_step(host, capsys, request={"step": "chunk", "plan": plan, "chunk": [1, 8], "timeout": 60})
     assert code == 0, first
     assert first["done"] == 2 and first["tuner_seconds"] == 0.25
     monkeypatch.setenv("CRASH_AT", "64")
-    code, crashed = run_step(host, capsys, _step="chunk", _plan=plan, _chunk=[64], _timeout=60)
+    code, crashed = run_step(host, capsys, request={"step": "chunk", "plan": plan, "chunk": [64], "timeout": 60})
     assert code == 1
     assert crashed["msg"].startswith("the up tuner exited with rc=1 while tuning batch sizes [64]; batch sizes done: [1, 8]")
     assert crashed["batch_sizes_done"] == [1, 8] and "Segmentation fault" in crashed["log_tail"]
     assert Path(crashed["log_dir"], "tuner.err").exists()
-    code, refused = run_step(host, capsys, _step="finish", _plan=plan)
+    code, refused = run_step(host, capsys, request={"step": "finish", "plan": plan})
     assert code == 1 and "batch sizes [64] are not tuned yet" in refused["msg"]
     assert not (host["work_dir"] / UP).exists()
 
     monkeypatch.delenv("CRASH_AT")
     _, replanned = run_step(host, capsys)
     assert replanned["plan"]["resumed"] == 2 and replanned["plan"]["chunks"] == [[64]]
-    run_step(host, capsys, _step="chunk", _plan=replanned["plan"], _chunk=[64], _timeout=60)
-    code, finished = run_step(host, capsys, _step="finish", _plan=replanned["plan"])
+    run_step(host, capsys, request={"step": "chunk", "plan": replanned["plan"], "chunk": [64], "timeout": 60})
+    code, finished = run_step(host, capsys, request={"step": "finish", "plan": replanned["plan"]})
     assert code == 0 and finished["changed"] is True
     assert json.loads((host["work_dir"] / UP).read_text()) == {"1": ENTRY, "8": ENTRY, "64": ENTRY}
-    assert run_step(host, capsys, _step="finish", _plan=replanned["plan"])[1]["changed"] is False
+    assert run_step(host, capsys, request={"step": "finish", "plan": replanned["plan"]})[1]["changed"] is False
 
 
 def test_benchmark_returns_the_kernel_time_per_batch_size(host, capsys):
     _, planned = run_step(host, capsys, mode="benchmark")
     assert "chunks" not in planned["plan"]
-    code, measured = run_step(host, capsys, mode="benchmark", _step="benchmark", _plan=planned["plan"], _timeout=60)
+    code, measured = run_step(host, capsys, mode="benchmark",
+                              request={"step": "benchmark", "plan": planned["plan"], "timeout": 60})
     assert code == 0, measured
     assert measured["kernel_times"] == {str(m): {"config": ENTRY, "kernel_time_us": 10.0 * m} for m in (1, 8, 64)}
     assert list((host["work_dir"] / "runs").iterdir()) == []
@@ -148,7 +159,7 @@ def test_benchmark_returns_the_kernel_time_per_batch_size(host, capsys):
 
 def test_other_inputs_or_force_discard_the_checkpoint(host, capsys):
     _, planned = run_step(host, capsys)
-    run_step(host, capsys, _step="chunk", _plan=planned["plan"], _chunk=[1, 8], _timeout=60)
+    run_step(host, capsys, request={"step": "chunk", "plan": planned["plan"], "chunk": [1, 8], "timeout": 60})
     _, forced = run_step(host, capsys, check=True, force=True)
     assert forced["plan"]["checkpoint_discarded"] == "force: the checkpoint was discarded"
     assert forced["plan"]["resumed"] == 0 and Path(forced["plan"]["checkpoint"]).exists()  # check mode keeps it
@@ -205,9 +216,9 @@ def test_a_tuner_without_batch_sizes_or_a_search_space_file_is_driven_by_its_own
     assert "the prefiltered search space cannot apply, it tunes its own full space (1920 configs)" in plan["notes"][1]
     assert plan["search_space_file"] is None and not (host["work_dir"] / "search-space").exists()
     for chunk in plan["chunks"]:
-        code, step = run_step(host, capsys, _step="chunk", _plan=plan, _chunk=chunk, _timeout=60)
+        code, step = run_step(host, capsys, request={"step": "chunk", "plan": plan, "chunk": chunk, "timeout": 60})
         assert code == 0, step
-    assert run_step(host, capsys, _step="finish", _plan=plan)[0] == 0
+    assert run_step(host, capsys, request={"step": "finish", "plan": plan})[0] == 0
     assert json.loads((host["work_dir"] / UP).read_text()) == {"1": ENTRY, "8": ENTRY, "64": ENTRY}
     runs = [json.loads(line) for line in calls.read_text().splitlines()]
     assert [run[run.index("--batch-size") + 1] for run in runs] == ["1", "8", "64"]
@@ -215,7 +226,8 @@ def test_a_tuner_without_batch_sizes_or_a_search_space_file_is_driven_by_its_own
     # benchmark mode: one run per batch size too
     calls.unlink()
     _, planned = run_step(host, capsys, mode="benchmark")
-    code, measured = run_step(host, capsys, mode="benchmark", _step="benchmark", _plan=planned["plan"], _timeout=60)
+    code, measured = run_step(host, capsys, mode="benchmark",
+                              request={"step": "benchmark", "plan": planned["plan"], "timeout": 60})
     assert code == 0 and measured["kernel_times"]["64"]["kernel_time_us"] == 640.0
     assert len(calls.read_text().splitlines()) == 3
 
@@ -226,7 +238,7 @@ def test_a_current_tuner_gets_batch_sizes_and_the_search_space_file(host, capsys
     _, planned = run_step(host, capsys, search_space="prefiltered", smem_per_block=101376)
     plan = planned["plan"]
     assert plan["tuner_cli"]["batch_sizes_per_run"] == "many" and plan["notes"] == []
-    run_step(host, capsys, _step="chunk", _plan=plan, _chunk=[1, 8], _timeout=60)
+    run_step(host, capsys, request={"step": "chunk", "plan": plan, "chunk": [1, 8], "timeout": 60})
     run = json.loads(calls.read_text())
     assert run[run.index("--batch-sizes") + 1:run.index("--batch-sizes") + 3] == ["1", "8"]
     assert run[run.index("--search-space-file") + 1] == plan["search_space_file"]
@@ -234,6 +246,37 @@ def test_a_current_tuner_gets_batch_sizes_and_the_search_space_file(host, capsys
 
 def test_a_selector_flag_the_tuner_lacks_is_refused_naming_it(host, capsys):
     _, planned = run_step(host, capsys, tuner_args=["--dtype", "auto", "--use-fancy"])
-    code, result = run_step(host, capsys, _step="chunk", _plan=planned["plan"], _chunk=[1], _timeout=60,
+    code, result = run_step(host, capsys, request={"step": "chunk", "plan": planned["plan"], "chunk": [1], "timeout": 60},
                             tuner_args=["--dtype", "auto", "--use-fancy"])
     assert code == 1 and result["msg"].startswith("tuner_args: tuning_fused_moe_triton.py of this SGLang has no --use-fancy")
+
+
+def test_a_malformed_step_request_fails_naming_what_a_request_holds(host, capsys):
+    code, result = run_step(host, capsys, request={"step": "chunk", "plan": {}})
+    assert code == 1 and result["msg"].startswith(f"{STEP_REQUEST_FILE}: a step request is one of")
+    assert "got ['plan', 'step'] (step 'chunk')" in result["msg"]
+
+
+@pytest.mark.parametrize("pipelining", ["False", "True"])  # with pipelining the action makes the task's tmp dir itself
+def test_the_action_plugin_drives_the_steps_through_its_request_file(host, tmp_path, pipelining):
+    """The real action plugin over a local connection: plan, one module call per chunk with its request in the
+    task's remote tmp dir, finish; the same task again resumes from the checkpoint and changes nothing."""
+    repo = Path(__file__).resolve().parents[4]
+    playbook = tmp_path / "tune.yml"
+    playbook.write_text(json.dumps([{"hosts": "localhost", "gather_facts": False, "tasks": [
+        {"llmops.sglang.moe_tune": "{{ moe_args }}", "register": "tuned"},
+        {"ansible.builtin.copy": {"content": "{{ tuned | to_json }}", "dest": str(tmp_path / "result.json"),
+                                  "mode": "0644"}}]}]))
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "ANSIBLE_COLLECTIONS_PATH": str(repo / "collections"),
+           "ANSIBLE_REMOTE_TMP": str(tmp_path / "remote_tmp"), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "local_tmp"),
+           "ANSIBLE_PIPELINING": pipelining}
+    argv = [str(Path(sys.executable).parent / "ansible-playbook"), "-i", "localhost,", "-c", "local", str(playbook),
+            "-e", json.dumps({"moe_args": {**host["args"], "chunk_size": 2}, "ansible_python_interpreter": sys.executable})]
+    for changed in (True, False):
+        run = subprocess.run(argv, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert run.returncode == 0, run.stdout + run.stderr
+        result = json.loads((tmp_path / "result.json").read_text())
+        assert result["changed"] is changed and Path(result["output_file"]).exists()
+        assert [entry["batch_sizes"] for entry in result["progress"]] == ([[1, 8], [64]] if changed else [])
+    assert sorted(json.loads(Path(result["output_file"]).read_text())) == ["1", "64", "8"]
+    assert list((tmp_path / "remote_tmp").iterdir()) == []  # the request files went with the task's tmp dir
