@@ -97,10 +97,10 @@ def find_collection() -> Collection:
             return Collection(path=path, version=collection_version(path), config=config, search_paths=search_paths)
     configured, scan_sys_path = configured_collections_paths(config)
     searched = ":".join(configured) + (" and sys.path" if scan_sys_path else "")
-    raise CollectionNotFound(
-        f"the {FQCN} collection is on none of Ansible's collections paths ({searched}); install it with "
-        "`ansible-galaxy collection install llmops-sglang-<version>.tar.gz` (or from Galaxy), or point "
-        "ANSIBLE_COLLECTIONS_PATH or collections_path in ansible.cfg at the directory that holds it")
+    how = ("`make setup` in the checkout links it there" if config is not None else
+           "install it with `ansible-galaxy collection install llmops-sglang-<version>.tar.gz` (or from Galaxy), or "
+           "point ANSIBLE_COLLECTIONS_PATH or collections_path in ansible.cfg at the directory that holds it")
+    raise CollectionNotFound(f"the {FQCN} collection is on none of Ansible's collections paths ({searched}); {how}")
 
 
 def stage_playbook(stage: str) -> Path:

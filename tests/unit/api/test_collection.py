@@ -89,3 +89,10 @@ def test_the_default_runs_dir_is_read_from_the_collection_found(pip_installed, m
     monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(pip_installed / "colls"))
     monkeypatch.setenv("HOME", str(pip_installed / "home"))
     assert default_runs_dir() == pip_installed / "home" / "llmops" / "runs"  # ~ expanded, as the role does
+
+
+def test_a_development_install_without_its_link_says_to_run_setup(monkeypatch):
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", "/nonexistent")  # wins over the checkout's ansible.cfg
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(CHECKOUT / "collections")])
+    with pytest.raises(CollectionNotFound, match=r"\(/nonexistent and sys\.path\); `make setup` in the checkout"):
+        find_collection()
