@@ -62,8 +62,8 @@ def test_a_run_returns_status_stats_artifacts_run_dir_and_progress(tmp_path):
     result = api.run(PLAYBOOK, INVENTORY, local_vars(tmp_path), on_event=events.append)
     assert result.succeeded and result.rc == 0
     assert result.hosts["api-test-host"].ok == 4 and result.hosts["api-test-host"].failures == 0
-    assert result.artifacts == {"llmops_local": {"api-test-host": {"status": "done", "check": False, "diff": False,
-                                                                   "verbosity": 0, "cwd_runs": str(Path.cwd() / "runs")}}}
+    assert result.artifacts == {"llmops_local": {"api-test-host": {
+        "status": "done", "check": False, "diff": False, "verbosity": 0, "cwd_runs": str(Path.cwd() / "runs")}}}
     assert result.run_dir == tmp_path / "run-local" and result.run_id == "run-local"
     assert result.summary is None  # not a run directory: nothing to summarize
     assert [e.kind for e in events][:2] == ["stage", "task"]

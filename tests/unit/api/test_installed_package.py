@@ -118,4 +118,3 @@ def test_a_stage_runs_from_the_installed_collection_into_runs_of_the_current_dir
 
     listed = installed.cli("runs")  # the default runs directory, read from the installed collection's role
     assert listed.returncode == 0 and RUN_ID in listed.stdout
-
