@@ -20,14 +20,15 @@ import math
 import re
 import typing as t
 
+from ansible_collections.llmops.sglang.plugins.module_utils import stages as _stages
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
     DESIGN_DEFAULTS,
     MAX_REPEATS_LIMIT,
     SPENDING_FUNCTIONS,
 )
 
-STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify", "report")
-FORCEABLE_STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify")
+STAGES = _stages.ROUTINE
+FORCEABLE_STAGES = _stages.FORCEABLE
 BENCH_ENDPOINTS = ("completions", "chat", "generate")
 BENCH_ENGINES = ("native", "sglang_bench_serving")
 # Options of llmops.sglang.bench the pipeline sets itself (server address, key, files).

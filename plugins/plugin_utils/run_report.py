@@ -14,6 +14,7 @@ from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils.drift import verdicts_within_drift
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import PART_LABELS, PARTS
+from ansible_collections.llmops.sglang.plugins.module_utils.stages import RECORDED
 
 try:
     import markdown
@@ -26,7 +27,7 @@ except ImportError:  # pragma: no cover - reported by the action plugin
     HAS_REPORT_LIBS = False
 
 SCHEMA_VERSION = 1
-STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify")
+STAGES = RECORDED  # the stages with per-host records (stage.json, adopted.json), in run order
 MEASURED_FILES = ("sweep.json", "facts.json", "comparison.json", "decision.json", "side_effects.json",
                   "requested_args.json", "cost.json", "findings.json", "drift.json")
 KEY_LEVEL_HINT = "the highest concurrency measured in both the baseline and the final sweep"

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import ansible_runner
 
-from llmops_sglang.collection import STAGES, Collection, find_collection
+from llmops_sglang.collection import Collection, find_collection, stage_registry
 from llmops_sglang.events import artifacts_of, failures_of, host_stats, progress_events, run_dir_of
 from llmops_sglang.models import ProgressEvent, RunResult
 from llmops_sglang.runs import is_run_dir, read_summary
@@ -42,8 +42,9 @@ def playbook_for(playbook_or_stage: str | os.PathLike, collection: Collection) -
     name = str(playbook_or_stage)
     if name == "tune":
         return TUNE_PLAYBOOK
-    if name in STAGES:
-        return str(collection.path / "playbooks" / f"{name}.yml")
+    registry = stage_registry(collection)
+    if name in registry.ROUTINE:
+        return str(collection.path / registry.get(name).playbook)
     return caller_path(name)
 
 

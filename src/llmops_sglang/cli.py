@@ -26,7 +26,7 @@ from ansible.release import __version__ as ansible_core_version
 from rich.console import Console
 
 from llmops_sglang import api
-from llmops_sglang.collection import STAGES, CollectionNotFound, default_runs_dir, find_collection
+from llmops_sglang.collection import CollectionNotFound, default_runs_dir, find_collection, stages
 from llmops_sglang.display import make_console, print_result, print_summary, progress_view, runs_table
 from llmops_sglang.runs import is_run_dir, list_runs, read_summary, write_report
 
@@ -119,11 +119,16 @@ def parser() -> argparse.ArgumentParser:
                              help="more of ansible-playbook's output (-v .. -vvvvvv); its lines show as progress lines")
         command.add_argument("--timeout", type=float, help="stop the run after this many seconds")
 
+    try:
+        stage_names = stages()  # the collection's stage registry
+    except CollectionNotFound:
+        stage_names = ()  # --version says why; tune and stage fail naming it before anything runs
+    unknown = "the collection's stages"
     tune = commands.add_parser("tune", help="run the pipeline (all stages, or --stages)")
     playbook_options(tune, run_id_required=False)
-    tune.add_argument("--stages", help=f"stages to run, comma-separated, from {','.join(STAGES)}")
+    tune.add_argument("--stages", help=f"stages to run, comma-separated, from {','.join(stage_names) or unknown}")
     stage = commands.add_parser("stage", help="run one stage of a run")
-    stage.add_argument("name", choices=STAGES, metavar="STAGE", help=f"the stage: {', '.join(STAGES)}")
+    stage.add_argument("name", choices=stage_names or None, metavar="STAGE", help=f"the stage: {', '.join(stage_names) or unknown}")
     playbook_options(stage, run_id_required=True)
     report = commands.add_parser("report", help="regenerate summary.json, report.md and report.html of a run")
     report.add_argument("run_id", metavar="RUN_ID", help="the run (a directory under the runs directory)")

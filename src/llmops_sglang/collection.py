@@ -27,7 +27,6 @@ from ansible.utils.collection_loader._collection_finder import _AnsibleCollectio
 
 NAMESPACE, NAME = "llmops", "sglang"
 FQCN = f"{NAMESPACE}.{NAME}"
-STAGES = ("preflight", "baseline", "flags", "moe_tune", "verify", "report")
 # The role whose defaults declare where runs live (tuning_run_root); the CLI and the API read it from there.
 RUN_ROLE_DEFAULTS = Path("roles", "tuning_run", "defaults", "main.yml")
 
@@ -103,13 +102,6 @@ def find_collection() -> Collection:
     raise CollectionNotFound(f"the {FQCN} collection is on none of Ansible's collections paths ({searched}); {how}")
 
 
-def stage_playbook(stage: str) -> Path:
-    """playbooks/<stage>.yml of the collection."""
-    if stage not in STAGES:
-        raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(STAGES)}")
-    return find_collection().path / "playbooks" / f"{stage}.yml"
-
-
 def default_runs_dir(collection: Collection | None = None) -> Path:
     """Where the pipeline keeps runs when tuning_run_root is not set: the role's default, resolved against the current
     directory as the role resolves it (``tuning_run_root | expanduser | realpath`` on the controller)."""
@@ -118,17 +110,32 @@ def default_runs_dir(collection: Collection | None = None) -> Path:
     return Path(os.path.realpath(os.path.expanduser(root)))
 
 
-def run_report_module() -> ModuleType:
-    """plugins/plugin_utils/run_report.py, imported by its collection path as the report action does."""
-    name = f"ansible_collections.{NAMESPACE}.{NAME}.plugins.plugin_utils.run_report"
-    if name not in sys.modules:
-        collections_dir = str(find_collection().collections_dir)
+def collection_module(name: str, collection: Collection | None = None) -> ModuleType:
+    """plugins/<name>.py of the collection (``name`` dotted: ``plugin_utils.run_report``), imported by its collection
+    path as Ansible's plugins import it."""
+    module = f"ansible_collections.{NAMESPACE}.{NAME}.plugins.{name}"
+    if module not in sys.modules:
+        collections_dir = str((collection or find_collection()).collections_dir)
         if collections_dir not in sys.path:
             sys.path.append(collections_dir)
-    return importlib.import_module(name)
+    return importlib.import_module(module)
+
+
+def run_report_module() -> ModuleType:
+    """plugins/plugin_utils/run_report.py, as the report action imports it."""
+    return collection_module("plugin_utils.run_report")
 
 
 def run_dir_module() -> ModuleType:
     """plugins/plugin_utils/run_dir.py (atomic writes into a run directory)."""
-    run_report_module()  # puts the collection on the import path
-    return importlib.import_module(f"ansible_collections.{NAMESPACE}.{NAME}.plugins.plugin_utils.run_dir")
+    return collection_module("plugin_utils.run_dir")
+
+
+def stage_registry(collection: Collection | None = None) -> ModuleType:
+    """plugins/module_utils/stages.py: the stages, declared once in the collection the runs use."""
+    return collection_module("module_utils.stages", collection)
+
+
+def stages(collection: Collection | None = None) -> tuple[str, ...]:
+    """The routine's stages in run order (playbooks/tune.yml's): what `-e stages`, the API and the CLI name."""
+    return stage_registry(collection).ROUTINE

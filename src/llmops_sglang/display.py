@@ -11,12 +11,11 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from llmops_sglang.collection import STAGES
+from llmops_sglang.collection import stage_registry
 from llmops_sglang.models import ProgressEvent, RunResult, Summary
 from llmops_sglang.runs import RunEntry
 
 PLAIN_WIDTH = 160  # redirected output has no width; this one keeps the tables' rows on one line each
-MEASURING_STAGES = tuple(stage for stage in STAGES if stage != "report")  # the stages that record GPU-minutes
 
 
 def make_console(terminal: bool) -> Console:
@@ -170,11 +169,12 @@ def cost_table(summary: Summary) -> Table:
     title = f"GPU-minutes (total {summary.gpu_minutes:,.1f}" + (", real-GPU equivalent of the emulated run)" if emulated
                                                                  else ")")
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    for column in ("Host", *MEASURING_STAGES, "Total", "Saved by skips", "MoE estimate / actual"):
+    measuring = stage_registry().RECORDED  # the stages that record GPU-minutes
+    for column in ("Host", *measuring, "Total", "Saved by skips", "MoE estimate / actual"):
         table.add_column(column, justify="left" if column == "Host" else "right")
     for name, host in summary.hosts.items():
         stages = [_minutes(host.stages[stage].cost.gpu_minutes) if stage in host.stages and host.stages[stage].cost
-                  else "-" for stage in MEASURING_STAGES]
+                  else "-" for stage in measuring]
         moe = host.cost.moe
         table.add_row(name, *stages, _minutes(host.cost.gpu_minutes), _minutes(host.cost.saved_gpu_minutes or None),
                       f"{_minutes(moe.estimate_gpu_minutes)} / {_minutes(moe.actual_gpu_minutes)}" if moe else "-")
