@@ -1,0 +1,48 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+name: stage_names
+short_description: The names of the stages that have a property, in run order
+version_added: 1.0.0
+author: llmops.sglang contributors (@llmops)
+description:
+  - The stages of the stage registry (C(plugins/module_utils/stages.py)) for which a boolean property is true, in
+    the order a run goes through them.
+  - Fails naming the properties when the input is not one of them.
+options:
+  _input:
+    description: The property.
+    type: str
+    required: true
+    choices: [routine, records, adopts, reads_adopted, guarded, stops_servers, forceable]
+"""
+
+EXAMPLES = r"""
+- name: Force every stage that can be forced
+  ansible.builtin.set_fact:
+    tuning_run_forced: "{{ 'forceable' | llmops.sglang.stage_names }}"
+"""
+
+RETURN = r"""
+_value:
+  description: Stage names, in run order.
+  type: list
+  elements: str
+"""
+
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.sglang.plugins.module_utils import stages
+
+
+def stage_names(prop: str) -> list:
+    if prop not in stages.PROPERTIES:
+        raise AnsibleFilterError(f"stage_names: {prop!r} is not a stage property; properties are {', '.join(stages.PROPERTIES)}")
+    return list(stages.names(**{prop: True}))
+
+
+class FilterModule:
+    def filters(self) -> dict:
+        return {"stage_names": stage_names}
