@@ -46,7 +46,8 @@ SCHEMA_VERSION = 1
 ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
 DEFAULT_CONCURRENCY_LEVELS = (1, 4, 16, 32, 64)
 QUANTILES = (50, 90, 99)
-# §A.2 of the benchmarking notes: aiohttp's 64 KB default read buffer collapses long streams; SGLang uses 10 MB.
+# aiohttp's 64 KB default read buffer collapses long streams; SGLang's own benchmark raises it to 10 MB
+# (sglang 0.5.11 python/sglang/bench_serving.py, BENCH_AIOHTTP_READ_BUFSIZE_BYTES).
 READ_BUFSIZE = 10 * 2**20
 # Token ids present in every modern vocabulary (>= 32k entries) and clear of the special tokens at the low end.
 PROMPT_TOKEN_IDS = range(1000, 30000)
@@ -120,7 +121,7 @@ class BenchConfig:
 
         Default max(C, 4): one full batch at the level's concurrency, so every batch size the timed runs use has
         been captured/compiled before timing starts; over the default sweep that is 120 requests per server
-        lifetime, above §D.3's "max(concurrency, 32)" warm-up once the first two levels have run.
+        lifetime, more than a fixed warm-up of max(C, 32) requests per level would give over the first two levels.
         """
         return self.warmup_requests if self.warmup_requests is not None else max(concurrency, 4)
 
@@ -619,7 +620,7 @@ async def _timed_runs(runner: _LevelRunner, concurrency: int,
         run = aggregate_run(records, wall_s=wall_s, output_len=config.output_len, concurrency=concurrency,
                             steady_state=config.steady_state)
         run["repeat"] = repeat
-        # Near 100 % means this single-threaded client, not the server, limited the run (§A.2).
+        # Near 100 % means this single-threaded client, not the server, limited the run (docs/bench-schema.md).
         run["client_cpu_pct"] = cpu_s / wall_s * 100.0 if wall_s > 0 else None
         if run["ok"] == 0:
             raise BenchAborted(f"repeat {repeat}: all {requests} requests failed: {run['error_samples']}",

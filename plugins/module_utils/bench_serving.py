@@ -4,7 +4,8 @@
 
 Note that this module util is private to the llmops.sglang collection; do not use it from other collections.
 
-Each invocation writes one JSONL record (sglang-facts §6 keys); ``run_from_bench_serving`` maps it into the same
+Each invocation writes one JSONL record (the keys sglang 0.5.11 python/sglang/bench_serving.py dumps to
+--output-file); ``run_from_bench_serving`` maps it into the same
 run schema the native client produces, so sweeps from either engine compare with ``compare_sweeps``. Fields
 bench_serving does not report (p90 of TTFT/ITL/TPOT in older versions, steady-state throughput, per-request token
 mismatches) are null rather than guessed.
@@ -51,7 +52,8 @@ def bench_serving_argv(python: str, config: BenchConfig, *, model: str, concurre
         # random-ids text re-tokenizes to the wrong length (sglang#15732); the native backend can send the ids.
         argv.append("--tokenize-prompt")
     if config.endpoint == "chat":
-        # The chat backend does not send ignore_eos by itself (sglang-facts §6), so outputs would stop early.
+        # Outputs must run to output_len; named here because extra_request_body wins over the chat backend's own
+        # default (sglang 0.5.11 python/sglang/bench_serving.py, async_request_openai_chat_completions).
         argv += ["--extra-request-body", json.dumps({"ignore_eos": True})]
     return argv
 

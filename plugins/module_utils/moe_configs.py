@@ -557,7 +557,7 @@ def compute_bound_search_space(block_shape: list[int] | None = None) -> list[dic
 
 def down_candidate_count(block_shape: list[int] | None = None) -> int:
     """Configs ``tune_down_moe.py`` screens per batch size: the search space with BLOCK_SIZE_M pinned to the up
-    config's, duplicates dropped (384 for the full space; sglang-facts: "<= 384 unique candidates")."""
+    config's, duplicates dropped (384 for the full space)."""
     keys = ("BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
     return len({tuple(config[key] for key in keys) for config in compute_bound_search_space(block_shape)})
 

@@ -5,7 +5,8 @@ atomically, roll back, restore a backup, list what is installed.
 
 Private to the llmops.sglang collection. Pure stdlib, so it runs on the managed hosts' python3.
 
-Layout (sglang-facts §2.2): ``<root>/configs/triton_X_Y_Z/<name>.json`` where ``<root>`` is the
+Layout (sglang 0.5.11 python/sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py,
+get_moe_configs): ``<root>/configs/triton_X_Y_Z/<name>.json`` where ``<root>`` is the
 package's config module directory or ``SGLANG_MOE_CONFIG_DIR``. A backup directory holds
 ``manifest.json`` (every path the install touched, whether it replaced or created it, and the
 directories it created) and ``files/`` (the replaced contents).

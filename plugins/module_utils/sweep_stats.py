@@ -4,8 +4,9 @@
 
 Note that this module util is private to the llmops.sglang collection; do not use it from other collections.
 
-A sweep is the document written by the ``bench`` module (see docs/bench-schema.md). The A/B rule follows
-benchmarking-and-tuning §D.3: a level counts as changed only when the difference is statistically supported
+A sweep is the document written by the ``bench`` module (see docs/bench-schema.md). The A/B rule
+(docs/run-directory.md, "Decision policy"): a level counts as changed only when the difference is statistically
+supported
 (two-sided Mann-Whitney U p < alpha, or a bootstrap CI of the median ratio that excludes 1) AND large enough
 (|change| >= max(min_effect_pct, 2 x pooled CV)). With fewer than three runs per side no test is meaningful,
 so only an explicit noise band decides and the level is flagged ``low_confidence``.
@@ -31,7 +32,7 @@ THROUGHPUT_METRICS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s")
 SUMMARY_FIELDS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s", "tokens", "wall_s")
 LATENCY_FIELDS = ("ttft_ms", "itl_ms", "tpot_ms", "e2e_ms")
 MIN_RUNS_FOR_TEST = 3
-# §D.3: n >= 5 per arm is the standard; 3 or 4 runs is a smoke test, so say so.
+# n >= 5 runs per arm gives the tests their power; 3 or 4 runs is a smoke test, so say so.
 MIN_RUNS_FOR_CONFIDENCE = 5
 COMPARE_HEADER = "| Concurrency | Baseline (tok/s) | Candidate (tok/s) | Change | Verdict |"
 SEQUENTIAL_COMPARE_HEADER = COMPARE_HEADER + " Repeats (why stopped) |"
@@ -87,7 +88,7 @@ def _percentile_maps(runs: list[dict], field: str, where: str) -> list[dict]:
 
 
 def _latency_summary(runs: list[dict], where: str) -> dict[str, dict[str, float | None]]:
-    """Median over runs of each run's latency percentiles (percentiles are never averaged, §D.3-5)."""
+    """Median over runs of each run's latency percentiles (never averaged: the mean of p99s is no p99)."""
     summary: dict[str, dict[str, float | None]] = {}
     for field in LATENCY_FIELDS:
         maps = _percentile_maps(runs, field, where)
@@ -217,7 +218,7 @@ def _direction(change: float, threshold: float) -> str:
 
 
 def _effect_threshold(baseline: list[float], candidate: list[float], options: dict) -> float:
-    """Smallest change that counts (§D.3): the configured floor, or twice the pooled run-to-run noise."""
+    """Smallest change that counts: the configured floor, or twice the pooled run-to-run noise."""
     return max(options["min_effect_pct"], 2.0 * _pooled_cv(baseline, candidate))
 
 
