@@ -39,7 +39,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils import stages
 
 def stage_names(prop: str) -> list:
     if prop not in stages.PROPERTIES:
-        raise AnsibleFilterError(f"stage_names: {prop!r} is not a stage property; properties are {', '.join(stages.PROPERTIES)}")
+        raise AnsibleFilterError(f"stage_names: {prop!r} is not a stage property; properties are "
+                                 f"{', '.join(stages.PROPERTIES)}")
     return list(stages.names(**{prop: True}))
 
 

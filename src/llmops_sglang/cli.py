@@ -128,7 +128,8 @@ def parser() -> argparse.ArgumentParser:
     playbook_options(tune, run_id_required=False)
     tune.add_argument("--stages", help=f"stages to run, comma-separated, from {','.join(stage_names) or unknown}")
     stage = commands.add_parser("stage", help="run one stage of a run")
-    stage.add_argument("name", choices=stage_names or None, metavar="STAGE", help=f"the stage: {', '.join(stage_names) or unknown}")
+    stage.add_argument("name", choices=stage_names or None, metavar="STAGE",
+                       help=f"the stage: {', '.join(stage_names) or unknown}")
     playbook_options(stage, run_id_required=True)
     report = commands.add_parser("report", help="regenerate summary.json, report.md and report.html of a run")
     report.add_argument("run_id", metavar="RUN_ID", help="the run (a directory under the runs directory)")

@@ -84,7 +84,8 @@ from tests.unit.layout.stage_consumers import disagreements, tune_playbook, work
 found = collection.find_collection()
 print(json.dumps({
     "collection": str(found.path), "api": list(collection.stages()), "playbook": api.playbook_for("canary", found),
-    "inputs": list(run_inputs.STAGES), "forceable": list(run_inputs.FORCEABLE_STAGES), "report": list(run_report.STAGES),
+    "inputs": list(run_inputs.STAGES), "forceable": list(run_inputs.FORCEABLE_STAGES),
+    "report": list(run_report.STAGES),
     "role": stage("canary"), "moe_tune_from": stage("moe_tune")["adopted_from"],
     "tune": tune_playbook(stages.STAGES), "workflow": workflow_text(stages.STAGES),
     "disagreements": disagreements(Path(sys.argv[1]), stages.STAGES)}))
@@ -97,7 +98,8 @@ def test_a_stage_added_to_the_registry_alone_reaches_every_consumer(tmp_path):
     text = registry.read_text()
     after_flags = re.search(r'    Stage\("flags".*?\),\n', text, re.DOTALL).end()
     registry.write_text(text[:after_flags] + CANARY + text[after_flags:])
-    env = {**os.environ, "PYTHONPATH": f"{tmp_path / 'colls'}:{REPO}", "ANSIBLE_COLLECTIONS_PATH": str(tmp_path / "colls")}
+    colls = str(tmp_path / "colls")
+    env = {**os.environ, "PYTHONPATH": f"{colls}:{REPO}", "ANSIBLE_COLLECTIONS_PATH": colls}
     probe = subprocess.run([sys.executable, "-c", PROBE, str(copy)], cwd=tmp_path, env=env, capture_output=True,
                            text=True, check=True)
     seen = json.loads(probe.stdout)
