@@ -255,31 +255,38 @@ def simulate(trials: int, seed: int, cost: CostModel, instance_cv: float, option
 DRIFTS = (0.0, 0.02, 0.03, 0.05)
 
 
+def _drift_flagged(rng: random.Random, throughput: dict[int, float], run_cv: float, instance_cv: float, drift: float,
+                   same_start: bool) -> bool:
+    first = lognormal_factor(rng, instance_cv)
+    second = (first if same_start else lognormal_factor(rng, instance_cv)) * (1.0 - drift)
+    earlier, again = (_sweep({c: [throughput[c] * start * lognormal_factor(rng, run_cv)
+                                  for _repeat in range(FIXED_REPEATS)] for c in LEVELS}) for start in (first, second))
+    return drift_check(earlier, again, label="stage", same_start=same_start, **COMPARE)["drifted"]
+
+
 def drift_check_rates(trials: int, seed: int, throughput: dict[int, float], instance_cv: float) -> list[dict]:
-    """How often verify's drift check flags the adopted configuration (5 runs a level in its stage, 5 in verify,
-    two starts) when it truly moved by 0, 2, 3 or 5 % between them, at each run CV: the false-alarm rate under the
-    per-start noise alone and the power against real drift."""
+    """How often verify's drift check flags the adopted configuration (5 runs a level in its stage, 5 in verify) when
+    it truly moved by 0, 2, 3 or 5 % in between, at each run CV, in the same server start and in another one: the
+    false-alarm rate (the per-start noise alone, for another start) and the power against real drift."""
     rows = []
-    for cv_index, run_cv in enumerate(NOISE_CVS):
-        for drift_index, drift in enumerate(DRIFTS):
-            rng, flagged = random.Random(seed * 1000 + 500 + cv_index * 10 + drift_index), 0
-            for _trial in range(trials):
-                starts = (lognormal_factor(rng, instance_cv), lognormal_factor(rng, instance_cv) * (1.0 - drift))
-                earlier, again = (_sweep({c: [throughput[c] * start * lognormal_factor(rng, run_cv)
-                                              for _repeat in range(FIXED_REPEATS)] for c in LEVELS}) for start in starts)
-                flagged += drift_check(earlier, again, label="stage", **COMPARE)["drifted"]
-            rows.append({"run_cv_pct": 100.0 * run_cv, "drift_pct": 100.0 * drift, "trials": trials,
-                         "flagged_pct": 100.0 * flagged / trials})
+    for start_index, same_start in enumerate((True, False)):
+        for cv_index, run_cv in enumerate(NOISE_CVS):
+            for drift_index, drift in enumerate(DRIFTS):
+                rng = random.Random(seed * 1000 + 500 + start_index * 50 + cv_index * 10 + drift_index)
+                flagged = sum(_drift_flagged(rng, throughput, run_cv, instance_cv, drift, same_start)
+                              for _trial in range(trials))
+                rows.append({"same_start": same_start, "run_cv_pct": 100.0 * run_cv, "drift_pct": 100.0 * drift,
+                             "trials": trials, "flagged_pct": 100.0 * flagged / trials})
     return rows
 
 
 def drift_lines(rows: list[dict]) -> list[str]:
-    by_cv: dict[float, list[dict]] = {}
+    groups: dict[tuple[bool, float], list[dict]] = {}
     for row in rows:
-        by_cv.setdefault(row["run_cv_pct"], []).append(row)
-    return [f"drift check (verify vs the adopted configuration's stage, {rows[0]['trials']} trials a cell), flagged at "
-            f"run CV {cv:.0f}%: " + ", ".join(f"true drift {r['drift_pct']:.0f}% -> {r['flagged_pct']:.1f}%" for r in cells)
-            for cv, cells in by_cv.items()]
+        groups.setdefault((row["same_start"], row["run_cv_pct"]), []).append(row)
+    return [f"drift check flagged ({'same' if same else 'another'} start, run CV {cv:.0f}%, {cells[0]['trials']} "
+            "trials a cell): " + ", ".join(f"drift {r['drift_pct']:.0f}% -> {r['flagged_pct']:.1f}%" for r in cells)
+            for (same, cv), cells in groups.items()]
 
 
 def _pooled(cells: list[dict], policy: str, key: str, select: t.Callable[[dict], bool]) -> float:

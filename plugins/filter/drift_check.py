@@ -10,8 +10,8 @@ author: llmops.sglang contributors (@llmops)
 description:
   - Compares a fresh start of a configuration (O(again)) with the same configuration's earlier measurement
     (O(_input)) by the test every verdict of the run uses (P(llmops.sglang.compare_sweeps#filter)).
-  - The verify stage applies it to the adopted configuration; its own stage measured it earlier in the run, verify
-    starts it again at the end, so the drift over the run is measured without an extra restart.
+  - The verify stage applies it to the adopted configuration; its own stage measured it earlier in the run and verify
+    measures it again at the end, so the drift over the run is measured without an extra restart.
   - The result says whether it drifted (some level moved significantly and beyond the effect threshold) and by how
     much per level; the report lists the run's verdicts a drift of that size could have flipped.
 options:
@@ -26,6 +26,12 @@ options:
   label:
     description: Where the earlier sweep was measured (a stage or trial name), for the summary.
     type: str
+    required: true
+  same_start:
+    description:
+      - Whether both sweeps were measured in one server start (verify found the configuration running and did not
+        restart it); then the check sees what moved over time, not the spread between starts.
+    type: bool
     required: true
   metric:
     description: Run metric compared (higher is better).
@@ -61,12 +67,12 @@ EXAMPLES = r"""
 ---
 - name: Check the adopted configuration for drift
   ansible.builtin.set_fact:
-    drift: "{{ adopted_sweep | llmops.sglang.drift_check(verify_sweep, label='moe_tune') }}"
+    drift: "{{ adopted_sweep | llmops.sglang.drift_check(verify_sweep, label='moe_tune', same_start=true) }}"
 
 - name: Say it
   ansible.builtin.debug:
     msg: "{{ drift.summary }}"
-  # no drift beyond noise between moe_tune and verify (largest difference 0.8% at C=16)
+  # no drift beyond noise between moe_tune (same server start) and verify (largest difference 0.8% at C=16)
 """
 
 RETURN = r"""
@@ -80,6 +86,9 @@ _value:
     earlier:
       description: The O(label) of the earlier measurement.
       type: str
+    same_start:
+      description: The O(same_start) given.
+      type: bool
     moved:
       description: Concurrency levels that moved.
       type: list
@@ -106,10 +115,10 @@ from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.sglang.plugins.module_utils.drift import drift_check as _drift_check
 
 
-def drift_check(earlier: dict, again: dict, label: str, metric: str = "agg_tok_s", min_effect_pct: float = 2.0,
+def drift_check(earlier: dict, again: dict, label: str, same_start: bool, metric: str = "agg_tok_s", min_effect_pct: float = 2.0,
                 noise_band_pct: float = 5.0, alpha: float = 0.05, n_boot: int = 2000, seed: int = 0) -> dict:
     try:
-        return _drift_check(earlier, again, label=label, metric=metric, min_effect_pct=min_effect_pct,
+        return _drift_check(earlier, again, label=label, same_start=same_start, metric=metric, min_effect_pct=min_effect_pct,
                             noise_band_pct=noise_band_pct, alpha=alpha, n_boot=n_boot, seed=seed)
     except (ValueError, TypeError, RuntimeError) as exc:
         raise AnsibleFilterError(f"drift_check: {exc}") from exc

@@ -26,8 +26,10 @@ def _level_drift(comparison: dict) -> dict[int, float]:
             if level.get("change_pct") is not None}
 
 
-def drift_check(earlier: dict, again: dict, *, label: str, **compare_options: t.Any) -> dict:
-    """Compare ``again`` (the configuration's fresh start) with ``earlier`` (its measurement ``label``).
+def drift_check(earlier: dict, again: dict, *, label: str, same_start: bool, **compare_options: t.Any) -> dict:
+    """Compare ``again`` (the configuration measured at the end of the run) with ``earlier`` (its measurement
+    ``label``); ``same_start``: both in one server start (verify found it running and did not restart it), so the
+    check sees what moved over time but not the spread between starts.
 
     ``drifted`` is true when some level moved significantly and beyond the effect threshold, by the same test and
     options every verdict of the run uses, its ``alpha`` split over the levels (one check, not one per level);
@@ -42,13 +44,14 @@ def drift_check(earlier: dict, again: dict, *, label: str, **compare_options: t.
     drift = _level_drift(comparison)
     largest = max(drift, key=drift.__getitem__)
     size = f"{drift[largest]:.1f}% at C={largest}"
+    where = f"{label} ({'same server start' if same_start else 'another server start'})"
     if moved:
-        summary = (f"drift: the adopted configuration moved beyond noise between {label} and verify (largest {size}; "
+        summary = (f"drift: the adopted configuration moved beyond noise between {where} and verify (largest {size}; "
                    f"moved at C={', '.join(map(str, moved))}); verdicts of this run with a smaller margin may be "
                    "the drift's, not the configuration's")
     else:
-        summary = f"no drift beyond noise between {label} and verify (largest difference {size})"
-    return {"drifted": bool(moved), "earlier": label, "moved": moved,
+        summary = f"no drift beyond noise between {where} and verify (largest difference {size})"
+    return {"drifted": bool(moved), "earlier": label, "same_start": same_start, "moved": moved,
             "drift_pct": {str(c): round(v, 2) for c, v in sorted(drift.items())},
             "largest_pct": round(drift[largest], 2), "largest_concurrency": largest,
             "summary": summary, "comparison": comparison}

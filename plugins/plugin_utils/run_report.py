@@ -153,7 +153,8 @@ def _drift(measurements: list[dict]) -> dict | None:
         return None
     decided = [{"label": m["label"], "action": m["decision"]["action"], "comparison": m["comparison"]}
                for m in measurements if m["decision"] and m["comparison"]]
-    return {key: check[key] for key in ("drifted", "earlier", "moved", "drift_pct", "largest_pct", "summary")} | {
+    fields = ("drifted", "earlier", "same_start", "moved", "drift_pct", "largest_pct", "summary")
+    return {key: check[key] for key in fields} | {
         "within_drift": verdicts_within_drift(check, decided)}
 
 

@@ -162,6 +162,7 @@ class Drift:
 
     drifted: bool
     earlier: str
+    same_start: bool
     drift_pct: t.Mapping[int, float]
     largest_pct: float
     summary: str
@@ -169,7 +170,7 @@ class Drift:
 
     @classmethod
     def from_dict(cls, drift: dict) -> Drift:
-        return cls(drifted=drift["drifted"], earlier=drift["earlier"],
+        return cls(drifted=drift["drifted"], earlier=drift["earlier"], same_start=drift["same_start"],
                    drift_pct={int(c): v for c, v in (drift.get("drift_pct") or {}).items()},
                    largest_pct=drift["largest_pct"], summary=drift["summary"],
                    within_drift=tuple(entry["label"] for entry in drift.get("within_drift") or ()))

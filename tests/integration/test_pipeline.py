@@ -96,6 +96,8 @@ def test_decisions_follow_the_real_case(pipeline):
     assert verify_facts.get("missing_moe_configs", []) == []
     drift = json.loads((pipeline["run_dir"] / "verify" / HOST / "drift.json").read_text())
     assert drift["earlier"] == f"moe_tune/{HOST}" and set(drift["drift_pct"]) == set(host["numbers"]["final_agg_tok_s"])
+    restarted = json.loads((pipeline["run_dir"] / "verify" / HOST / "deploy.json").read_text())["restarted"]
+    assert drift["same_start"] is (not restarted)
     assert host["drift"]["summary"] == drift["summary"] and "and verify (largest" in drift["summary"]
 
 

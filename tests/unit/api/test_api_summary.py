@@ -130,7 +130,7 @@ def test_the_drift_check_is_typed_with_the_decisions_it_could_have_flipped(runs_
     earlier = json.loads((run_dir / "moe_tune/gpu1/sweep.json").read_text())
     again = {"levels": [{**level, "runs": [{**run, "agg_tok_s": run["agg_tok_s"] * 0.85} for run in level["runs"]]}
                         for level in json.loads((run_dir / "verify/gpu1/sweep.json").read_text())["levels"]]}
-    (run_dir / "verify/gpu1/drift.json").write_text(json.dumps(drift_check(earlier, again, label="moe_tune/gpu1")))
+    (run_dir / "verify/gpu1/drift.json").write_text(json.dumps(drift_check(earlier, again, label="moe_tune/gpu1", same_start=True)))
     drift = read_summary(run_dir).hosts["gpu1"].drift
     assert drift.drifted and drift.earlier == "moe_tune/gpu1" and sorted(drift.drift_pct) == [1, 4, 16, 32, 64]
     assert drift.largest_pct == max(drift.drift_pct.values()) and "moved beyond noise" in drift.summary

@@ -23,24 +23,27 @@ def sweep(factor: float, seed: int, cv: float = 0.005, factors: dict[int, float]
 
 
 def test_the_same_configuration_in_two_quiet_starts_has_not_drifted():
-    check = drift_check(sweep(1.0, 1), sweep(1.0, 2), label="moe_tune/gpu1")
-    assert check["drifted"] is False and check["moved"] == []
+    check = drift_check(sweep(1.0, 1), sweep(1.0, 2), label="moe_tune/gpu1", same_start=True)
+    assert check["drifted"] is False and check["moved"] == [] and check["same_start"] is True
     assert set(check["drift_pct"]) == {"1", "16", "64"} and check["largest_pct"] < 1.0
-    assert check["summary"].startswith("no drift beyond noise between moe_tune/gpu1 and verify (largest difference")
+    assert check["summary"].startswith(
+        "no drift beyond noise between moe_tune/gpu1 (same server start) and verify (largest difference")
     assert check["comparison"]["verdict"] == "no significant change"
 
 
 def test_a_slower_second_start_is_drift_named_by_level():
-    check = drift_check(sweep(1.0, 1), sweep(1.0, 2, factors={64: 0.95}), label="flags/gpu1/trials/a")
+    check = drift_check(sweep(1.0, 1), sweep(1.0, 2, factors={64: 0.95}), label="flags/gpu1/trials/a",
+                        same_start=False)
     assert check["drifted"] is True and check["moved"] == [64]
     assert check["largest_concurrency"] == 64 and check["largest_pct"] == pytest.approx(5.0, abs=0.8)
-    assert "moved beyond noise between flags/gpu1/trials/a and verify (largest 5." in check["summary"]
+    assert check["earlier"] == "flags/gpu1/trials/a"
+    assert "moved beyond noise between flags/gpu1/trials/a (another server start) and verify (largest 5." in check["summary"]
     assert "moved at C=64" in check["summary"]
 
 
 def test_bad_sweeps_are_named_like_compare_sweeps_names_them():
     with pytest.raises(ValueError, match="baseline"):
-        drift_check({"levels": "x"}, sweep(1.0, 2), label="baseline/gpu1")
+        drift_check({"levels": "x"}, sweep(1.0, 2), label="baseline/gpu1", same_start=False)
 
 
 def decision(label: str, action: str, reference: dict, candidate: dict) -> dict:
@@ -48,13 +51,13 @@ def decision(label: str, action: str, reference: dict, candidate: dict) -> dict:
 
 
 def test_no_decision_is_listed_when_nothing_drifted():
-    quiet = drift_check(sweep(1.0, 1), sweep(1.0, 2), label="baseline/gpu1")
+    quiet = drift_check(sweep(1.0, 1), sweep(1.0, 2), label="baseline/gpu1", same_start=False)
     marginal = decision("flags: a", "adopt", sweep(1.0, 3), sweep(1.03, 4))
     assert verdicts_within_drift(quiet, [marginal]) == []
 
 
 def test_an_adoption_whose_margin_is_smaller_than_the_drift_is_listed_a_clear_one_is_not():
-    drifted = drift_check(sweep(1.0, 1), sweep(0.96, 2), label="moe_tune/gpu1")  # 4% at every level
+    drifted = drift_check(sweep(1.0, 1), sweep(0.96, 2), label="moe_tune/gpu1", same_start=False)  # 4% at every level
     marginal = decision("flags: marginal", "adopt", sweep(1.0, 3), sweep(1.03, 4))  # +3%, threshold 2%
     clear = decision("flags: clear", "adopt", sweep(1.0, 5), sweep(1.15, 6))  # +15%
     listed = verdicts_within_drift(drifted, [marginal, clear])
@@ -63,7 +66,7 @@ def test_an_adoption_whose_margin_is_smaller_than_the_drift_is_listed_a_clear_on
 
 
 def test_a_revert_within_noise_that_the_drift_could_have_hidden_is_listed():
-    drifted = drift_check(sweep(1.0, 1), sweep(0.96, 2), label="moe_tune/gpu1")
+    drifted = drift_check(sweep(1.0, 1), sweep(0.96, 2), label="moe_tune/gpu1", same_start=False)
     hidden = decision("flags: hidden", "revert", sweep(1.0, 3), sweep(0.995, 4))
     far = decision("flags: far", "revert", sweep(1.0, 5), sweep(0.80, 6))  # regressed 20%: no drift hides that
     listed = verdicts_within_drift(drifted, [hidden, far])

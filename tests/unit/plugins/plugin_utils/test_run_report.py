@@ -98,7 +98,7 @@ def _record_drift(run_dir: Path, again_factor: float) -> None:
         for run in level["runs"]:
             run["agg_tok_s"] *= again_factor
     earlier = json.loads((run_dir / "moe_tune" / "gpu1" / "sweep.json").read_text())
-    (host / "drift.json").write_text(json.dumps(drift_check(earlier, again, label="moe_tune/gpu1")))
+    (host / "drift.json").write_text(json.dumps(drift_check(earlier, again, label="moe_tune/gpu1", same_start=True)))
 
 
 def test_a_run_without_a_drift_check_has_no_drift_section(run_dir):
