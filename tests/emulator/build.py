@@ -5,7 +5,7 @@
 Per SGLang release the shipped profiles play (tests/emulator/profiles, their ``sglang_version``; the package's
 own 0.5.11 first) `build(dest)` creates `dest/releases/<version>/venv`, a venv with the emulator's `sglang`
 distribution installed as that version (its metadata and `sglang.__version__` say so, as a real install of the
-release would) plus `triton` and real ray/aiohttp/pyyaml, and `dest/releases/<version>/src`, the stand-in
+release would) plus `triton` and real ray/aiohttp/pyyaml/scipy, and `dest/releases/<version>/src`, the stand-in
 source checkout `sglang_src/` as a git clone tagged `v<version>`. The first venv is built with pip; every other
 one is a copy of it in which pip reinstalls only `sglang` (the wheel cache holds the rest), so a second release
 costs seconds. Script shebangs point where hosts mount the venv (/opt/sglang/venv). `bin/nvidia-smi` (shebang
@@ -27,7 +27,10 @@ from pathlib import Path
 
 from tests.emulator.profiles import EMULATOR_DIR, package_version, profile_releases
 
-REQUIREMENTS = ("ray==2.52.1", "aiohttp==3.13.2", "pyyaml==6.0.3")
+# What a real SGLang venv brings that the collection's host-side code uses: ray (the MoE tuner), aiohttp (the bench
+# client), pyyaml, and scipy (the stopping rule's Student t; every sglang release has Requires-Dist: scipy). Same pins
+# as the project's pyproject.toml.
+REQUIREMENTS = ("ray==2.52.1", "aiohttp==3.13.2", "pyyaml==6.0.3", "scipy==1.16.3")
 STAMP_NAME = ".emulator-build.json"
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
 RELEASES_DIR = "releases"
