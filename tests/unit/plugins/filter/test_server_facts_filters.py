@@ -77,7 +77,7 @@ def test_filter_docs(plugin, name, options):
     doc = yaml.safe_load(plugin.DOCUMENTATION)
     assert doc["name"] == name
     assert doc["short_description"]
-    assert str(doc["version_added"]) == "0.1.0"
+    assert str(doc["version_added"]) == "1.0.0"  # the first release
     assert list(doc["options"]) == options
     assert doc["options"]["_input"]["required"] is True
     assert yaml.safe_load(plugin.RETURN)["_value"]["type"] == "dict"
