@@ -8,7 +8,7 @@ Everything else takes the stages from here: the run-input checks (run_inputs), t
 the tuning_run role (through the filters llmops.sglang.stage and llmops.sglang.stage_names), the Python API and CLI
 (src/llmops_sglang, which imports this file from the collection it finds). What cannot import Python - the
 import_playbook list of playbooks/tune.yml, the tuning_run role's argument_specs and defaults, rollout.yml, the AWX
-job templates, workflow and surveys, the docs - is checked against this list by tests/unit/test_stage_registry.py,
+job templates, workflow and surveys, the docs - is checked against this list by tests/unit/layout/test_stage_registry.py,
 which names the file and the difference.
 
 A new stage is a playbook ``playbooks/<name>.yml`` plus one entry here (and its docs); the test then lists every
