@@ -33,6 +33,23 @@ import urllib.request
 from dataclasses import dataclass, field
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import summarize_level
+from ansible_collections.llmops.sglang.plugins.module_utils.workload import (
+    DEFAULT_MAX_CLIENT_LAG_MS,
+    DEFAULT_RUN_SECONDS,
+    DEFAULT_WARMUP_SECONDS,
+    Arrival,
+    Lengths,
+    group_of,
+    lag_check,
+    rate_level_summary,
+    request_latencies,
+    sample_lengths,
+    send_offsets,
+    slo_report,
+    turn_prompt,
+    validate_slo,
+    validate_workload,
+)
 
 try:
     import aiohttp
@@ -106,11 +123,33 @@ class BenchConfig:
     api_key: str | None = field(default=None, repr=False)
     seed: int = 0
     max_failed_share: float = DEFAULT_MAX_FAILED_SHARE
+    # Open-loop workload (workload.py); without ``arrival`` the sweep is the closed-loop one above.
+    arrival: Arrival | None = None
+    lengths: Lengths = field(default_factory=Lengths)
+    shared_prefix: dict | None = None
+    multi_turn: dict | None = None
+    slo: dict | None = None
+    max_client_lag_ms: float = DEFAULT_MAX_CLIENT_LAG_MS
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "base_url", self.base_url.rstrip("/"))
         object.__setattr__(self, "concurrency_levels", tuple(self.concurrency_levels))
+        object.__setattr__(self, "slo", validate_slo(self.slo))
         _validate_config(self)
+
+    @property
+    def turns(self) -> int:
+        return self.multi_turn["turns"] if self.multi_turn else 1
+
+    def conversations_for_rate(self, rate: float, *, warmup: bool = False) -> int:
+        """Conversations (single requests without multi_turn) per timed run or warm-up at ``rate`` requests/s.
+
+        Defaults: a minute of arrivals per run, ten seconds of warm-up, at least 4 requests; request counts are
+        rounded up to whole conversations."""
+        given, seconds = ((self.warmup_requests, DEFAULT_WARMUP_SECONDS) if warmup
+                          else (self.requests_per_level, DEFAULT_RUN_SECONDS))
+        requests = given if given is not None else max(4, math.ceil(rate * seconds))
+        return math.ceil(requests / self.turns)
 
     def requests_for(self, concurrency: int) -> int:
         """Timed requests per run: default 2*C (every slot turns over at least twice), at least 4."""
@@ -126,6 +165,10 @@ class BenchConfig:
         return self.warmup_requests if self.warmup_requests is not None else max(concurrency, 4)
 
     def plan(self) -> list[dict]:
+        if self.arrival is not None:
+            return [{"request_rate": rate, "warmup_requests": self.conversations_for_rate(rate, warmup=True) * self.turns,
+                     "requests": self.conversations_for_rate(rate) * self.turns, "repeats": self.repeats}
+                    for rate in self.arrival.request_rates]
         return [{"concurrency": c, "warmup_requests": self.warmup_for(c), "requests": self.requests_for(c),
                  "repeats": self.repeats} for c in self.concurrency_levels]
 
@@ -148,6 +191,7 @@ def _validate_config(config: BenchConfig) -> None:
             raise ValueError(f"concurrency_levels must contain positive integers, got {concurrency!r}")
     if config.requests_per_level is not None:
         _require_at_least("requests_per_level", config.requests_per_level, 1)
+    if config.requests_per_level is not None and config.arrival is None:
         too_small = [c for c in config.concurrency_levels if c > config.requests_per_level]
         if too_small:
             raise ValueError(f"requests_per_level={config.requests_per_level} cannot keep {max(too_small)} requests in "
@@ -162,6 +206,19 @@ def _validate_config(config: BenchConfig) -> None:
     _require_at_least("max_failed_share", config.max_failed_share, 0)
     if config.max_failed_share > 1:
         raise ValueError(f"max_failed_share must be a share between 0 and 1 (0.01 = 1%), got {config.max_failed_share!r}")
+    validate_workload(config.shared_prefix, config.multi_turn)
+    _require_at_least("max_client_lag_ms", config.max_client_lag_ms, 0, strict=True)
+    if config.arrival is None:
+        open_loop_only = [name for name, unset in (("lengths", config.lengths.distribution == "fixed"),
+                                                   ("shared_prefix", config.shared_prefix is None),
+                                                   ("multi_turn", config.multi_turn is None),
+                                                   ("slo", config.slo is None)) if not unset]
+        if open_loop_only:
+            raise ValueError(f"{', '.join(open_loop_only)} apply to open-loop levels only; set arrival.request_rates "
+                             "(closed-loop concurrency levels keep fixed, unique prompts)")
+    elif config.steady_state:
+        raise ValueError("steady_state needs closed-loop levels (a share of C in flight); an open-loop level has no C. "
+                         "Unset steady_state or arrival")
 
 
 def percentiles(values: t.Sequence[float], quantiles: t.Sequence[int] = QUANTILES) -> dict[str, float | None]:
@@ -196,9 +253,11 @@ class SSEDecoder:
 class RequestRecord:
     """Timing and token facts of one streamed request (perf_counter seconds)."""
 
-    __slots__ = ("start", "end", "chunk_times", "tokens", "prompt_tokens", "error", "done")
+    __slots__ = ("start", "end", "chunk_times", "tokens", "prompt_tokens", "error", "done", "expected_tokens", "lag")
 
     def __init__(self, start: float) -> None:
+        self.expected_tokens: int | None = None  # open loop: this request's output length (else the sweep's)
+        self.lag: float | None = None  # open loop: seconds between the scheduled and the actual send
         self.start = start
         self.end = start
         self.chunk_times: list[float] = []
@@ -366,7 +425,8 @@ def aggregate_run(records: t.Sequence[RequestRecord], *, wall_s: float, output_l
         "per_req_tok_s": statistics.fmean(r.output_tokens / (r.end - r.start) for r in ok) if ok else 0.0,
         "input_tokens": statistics.median(prompt_tokens) if prompt_tokens else None,
         "achieved_concurrency": sum(r.end - r.start for r in records) / wall_s if wall_s > 0 else 0.0,
-        "token_mismatch": sum(1 for record in ok if record.output_tokens != output_len),
+        "token_mismatch": sum(1 for record in ok if record.output_tokens != (
+            output_len if record.expected_tokens is None else record.expected_tokens)),
         "usage_missing": sum(1 for record in ok if record.tokens is None),
         "steady_agg_tok_s": None, "steady_window_s": None,
     }
@@ -437,7 +497,15 @@ def new_sweep(config: BenchConfig, engine: str) -> dict:
         "error": None,
         "error_kind": None,
         "client": client_versions(),
+        **({"workload": workload_document(config)} if config.arrival is not None else {}),
     }
+
+
+def workload_document(config: BenchConfig) -> dict:
+    """The open-loop workload a sweep ran (``sweep.workload``, docs/bench-schema.md)."""
+    return {"arrival": config.arrival.as_dict(), "lengths": config.lengths.as_dict(),
+            "shared_prefix": config.shared_prefix, "multi_turn": config.multi_turn, "slo": config.slo,
+            "max_client_lag_ms": config.max_client_lag_ms, "seed": config.seed}
 
 
 def make_level(concurrency: int, requests: int, warmup_requests: int, runs: list[dict],
@@ -537,6 +605,76 @@ class _LevelRunner:
             prompt = text_prompt(self.words, seed) if self.words else token_id_prompt(config.input_len, seed)
             bodies.append(json.dumps(request_body(config.endpoint, self.model, prompt, config.output_len)).encode())
         return bodies
+
+    def next_seed(self) -> int:
+        self.prompt_counter += 1
+        return self.config.seed * 1_000_000_007 + self.prompt_counter
+
+    def piece(self, tokens: int) -> list[int] | str:
+        """A fresh prompt piece of about ``tokens`` tokens: token ids, or calibrated words for chat."""
+        if self.words:
+            return text_prompt(max(1, round(tokens * self.words / self.config.input_len)), self.next_seed())
+        return token_id_prompt(tokens, self.next_seed())
+
+    async def converse(self, lengths: t.Sequence[tuple[int, int]], system: list[int] | str | None,
+                       scheduled: float, semaphore: asyncio.Semaphore | None, records: list[RequestRecord]) -> None:
+        """One conversation (a single request without multi_turn): turn n+1 is due when turn n has finished."""
+        users: list[list[int] | str] = []
+        outputs: list[list[int] | str] = []
+        for turn, (input_len, output_len) in enumerate(lengths):
+            users.append(self.piece(input_len))
+            prompt = turn_prompt(system, users, outputs)
+            body = json.dumps(request_body(self.config.endpoint, self.model, prompt, output_len)).encode()
+            lag = time.perf_counter() - scheduled
+            if semaphore is None:
+                record = await self.send(body)
+            else:
+                async with semaphore:
+                    record = await self.send(body)
+            record.lag, record.expected_tokens = lag, output_len
+            records.append(record)
+            if not record.ok:
+                for later in range(turn + 1, len(lengths)):  # never sent, yet part of the offered load
+                    skipped = RequestRecord(record.end)
+                    skipped.error = f"not sent: turn {turn + 1} of its conversation failed"
+                    skipped.expected_tokens = lengths[later][1]
+                    records.append(skipped)
+                return
+            # The output's stand-in has the server-reported length; the text itself is not kept (docs/bench-schema.md).
+            outputs.append(self.piece(record.output_tokens))
+            scheduled = record.end
+
+    async def run_open_loop(self, rate: float, conversations: int,
+                            rng: random.Random) -> tuple[list[RequestRecord], float, float]:
+        """Start ``conversations`` at the arrival process's times; return the records, wall and client CPU time."""
+        config = self.config
+        turns = config.turns
+        lengths = sample_lengths(config.lengths, (config.input_len, config.output_len), conversations * turns, rng)
+        offsets = send_offsets(config.arrival, rate, conversations, rng)
+        per_group = config.shared_prefix["requests_per_group"] if config.shared_prefix else None
+        systems: dict[int, list[int] | str] = {}
+        cap = config.arrival.max_concurrency
+        semaphore = asyncio.Semaphore(cap) if cap else None
+        records: list[RequestRecord] = []
+        tasks = []
+        started, cpu_started = time.perf_counter(), time.process_time()
+        try:
+            for index, offset in enumerate(offsets):
+                group = group_of(index, per_group)
+                if group is not None and group not in systems:
+                    systems[group] = self.piece(config.shared_prefix["system_prompt_len"])
+                delay = started + offset - time.perf_counter()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                tasks.append(asyncio.ensure_future(self.converse(
+                    lengths[index * turns:(index + 1) * turns], systems.get(group), started + offset, semaphore,
+                    records)))
+            await asyncio.gather(*tasks)
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+        return records, time.perf_counter() - started, time.process_time() - cpu_started
 
     async def send(self, body: bytes) -> RequestRecord:
         record = RequestRecord(time.perf_counter())
@@ -655,6 +793,73 @@ async def _run_level(runner: _LevelRunner, concurrency: int, progress: t.Callabl
     return level
 
 
+def open_loop_run(records: t.Sequence[RequestRecord], wall_s: float, cpu_s: float, rate: float,
+                  config: BenchConfig) -> dict:
+    """One timed open-loop run: the closed-loop run fields plus arrival rate, client lag and SLO goodput."""
+    run = aggregate_run(records, wall_s=wall_s, output_len=config.output_len, concurrency=1, steady_state=False)
+    run["client_cpu_pct"] = cpu_s / wall_s * 100.0 if wall_s > 0 else None
+    run["request_rate"] = rate
+    run["achieved_rate_rps"] = len(records) / wall_s if wall_s > 0 else 0.0
+    run.update(lag_check([record.lag * 1000.0 for record in records if record.lag is not None],
+                         config.max_client_lag_ms, run["client_cpu_pct"]))
+    if config.slo:
+        ok = [record for record in records if record.ok]
+        latencies = [request_latencies(r.start, r.end, r.chunk_times, r.output_tokens) if r.ok else None
+                     for r in records]
+        run.update(slo_report(latencies, wall_s, config.slo, _latency_samples(ok)["itl_ms"]))
+    return run
+
+
+async def _run_rate_level(runner: _LevelRunner, rate: float, progress: t.Callable[[dict], None]) -> dict:
+    config = runner.config
+    warmup = config.conversations_for_rate(rate, warmup=True)
+    conversations = config.conversations_for_rate(rate)
+    progress({"event": "level_start", "request_rate": rate, "warmup_requests": warmup * config.turns,
+              "requests": conversations * config.turns, "repeats": config.repeats})
+    rng = random.Random(f"{config.seed}:{rate!r}")  # the same schedule and lengths for every configuration
+    if warmup:
+        records, _wall_s, _cpu_s = await runner.run_open_loop(rate, warmup, rng)
+        if not any(record.ok for record in records):
+            raise BenchAborted(f"warm-up: all {len(records)} requests failed: {records[0].error}", "requests_failed")
+    gc.collect()
+    gc.freeze()
+    runs = []
+    for repeat in range(1, config.repeats + 1):
+        records, wall_s, cpu_s = await runner.run_open_loop(rate, conversations, rng)
+        run = open_loop_run(records, wall_s, cpu_s, rate, config)
+        run["repeat"] = repeat
+        if run["ok"] == 0:
+            raise BenchAborted(f"repeat {repeat}: all {len(records)} requests failed: {run['error_samples']}",
+                               "requests_failed")
+        runs.append(run)
+        progress({"event": "run_done", "request_rate": rate, "repeat": repeat, "repeats": config.repeats,
+                  "achieved_rate_rps": run["achieved_rate_rps"], "goodput_rps": run.get("goodput_rps"),
+                  "lag_p99_ms": run["lag_ms"]["p99"], "ok": run["ok"], "failed": run["failed"], "wall_s": wall_s})
+    level = {"request_rate": rate, "requests": conversations * config.turns, "warmup_requests": warmup * config.turns,
+             "runs": runs, "summary": summarize_level(runs), "open_loop": rate_level_summary(runs)}
+    check_level(level, config)
+    progress({"event": "level_done", "request_rate": rate, "goodput_rps": level["open_loop"].get("goodput_rps"),
+              "client_limited": level["open_loop"]["client_limited"]})
+    return level
+
+
+async def _sweep_rates(runner: _LevelRunner, sweep: dict, progress: t.Callable[[dict], None]) -> tuple[str | None, str | None]:
+    config = runner.config
+    for rate in config.arrival.request_rates:
+        try:
+            async with asyncio.timeout(config.level_timeout_s):
+                sweep["levels"].append(await _run_rate_level(runner, rate, progress))
+        except BenchAborted as exc:
+            sweep["failed_level"] = exc.level
+            return f"request rate {rate:g}/s: {exc}", exc.kind
+        except TimeoutError:
+            return (f"request rate {rate:g}/s did not finish within level_timeout_s={config.level_timeout_s:g}",
+                    "time_limit")
+        finally:
+            gc.unfreeze()
+    return None, None
+
+
 async def _sweep_levels(config: BenchConfig, sweep: dict, progress: t.Callable[[dict], None],
                         stop_rule: StopRule | None) -> tuple[str | None, str | None]:
     """Append completed levels to ``sweep``; return the error that stopped the sweep and its kind, if any."""
@@ -669,6 +874,8 @@ async def _sweep_levels(config: BenchConfig, sweep: dict, progress: t.Callable[[
                 runner.words = await runner.calibrate_words()
         except BenchAborted as exc:
             return str(exc), exc.kind
+        if config.arrival is not None:
+            return await _sweep_rates(runner, sweep, progress)
         for ordinal, concurrency in enumerate(config.concurrency_levels):
             try:
                 async with asyncio.timeout(config.level_timeout_s):

@@ -17,6 +17,10 @@ description:
     until O(requests_per_level) requests have finished. Prompts are unique per request so the server's prefix cache
     cannot turn repeats into cache hits; outputs have a fixed length (C(max_tokens) plus C(ignore_eos)) and output
     token counts come from the server's usage report.
+  - With O(arrival) the levels are request rates instead (open loop, Poisson, constant or bursty arrivals), with
+    optional length distributions (O(lengths)), shared system prompts (O(shared_prefix)), multi-turn conversations
+    (O(multi_turn)) and latency targets (O(slo)); each level then reports goodput, the requests per second that met
+    every target, and the client's own send lag with a check that the client was not the bottleneck.
   - A benchmark changes nothing on the host except the optional O(output_file) and O(progress_file); the module
     always reports RV(changed=false).
   - The module runs on the GPU host (or any host that can reach the server). The V(native) engine needs C(aiohttp),
@@ -239,6 +243,164 @@ options:
       - Python used to run C(sglang.bench_serving) with O(engine=sglang_bench_serving). Default is the interpreter
         running this module.
     type: path
+  arrival:
+    description:
+      - Open-loop levels instead of closed-loop concurrency levels. Each level is a request rate; requests are sent
+        at seeded arrival times whether or not earlier ones finished, as with C(bench_serving --request-rate), and
+        O(concurrency_levels) is not used. Only with O(engine=native) and without O(reference_sweep).
+      - Per level the timed runs send O(requests_per_level) requests (default a minute of arrivals, at least 4) after
+        O(warmup_requests) (default ten seconds of arrivals, at least 4). The arrival times and lengths are the
+        same for every configuration measured with the same O(seed).
+      - Enables O(lengths), O(shared_prefix), O(multi_turn) and O(slo); every run reports its send lag and whether
+        the client, not the server, was the limit (C(client_limited)).
+    type: dict
+    suboptions:
+      request_rates:
+        description: Request rates (requests per second, above 0) to measure, in this order; one level each.
+        type: list
+        elements: float
+        required: true
+      process:
+        description:
+          - V(poisson) (exponential gaps, what C(bench_serving) sends), V(constant) (equal gaps) or V(gamma) (gamma
+            gaps with shape O(arrival.burstiness); the mean rate is kept, the gaps' coefficient of variation is
+            1/sqrt(burstiness)).
+        type: str
+        choices: [poisson, constant, gamma]
+        default: poisson
+      burstiness:
+        description:
+          - Shape of the gamma gaps with O(arrival.process=gamma), as vLLM's C(--burstiness). V(1) is Poisson,
+            below 1 burstier, above 1 more uniform.
+        type: float
+        default: 1.0
+      max_concurrency:
+        description:
+          - Most requests in flight, as C(bench_serving --max-concurrency). Arrivals beyond it wait for a slot; that
+            wait counts in their TTFT and E2E, not in the client's send lag. Default no cap.
+        type: int
+  lengths:
+    description:
+      - Input and output lengths per request with O(arrival). Default V(fixed) (O(input_len) and O(output_len)).
+    type: dict
+    suboptions:
+      distribution:
+        description:
+          - V(fixed), V(uniform) (integers between the bounds, both included) or V(file) (drawn with replacement
+            from O(lengths.file)).
+        type: str
+        choices: [fixed, uniform, file]
+        default: fixed
+      input_min:
+        description: Smallest prompt length in tokens with V(uniform).
+        type: int
+      input_max:
+        description: Largest prompt length in tokens with V(uniform).
+        type: int
+      output_min:
+        description: Smallest output length in tokens with V(uniform).
+        type: int
+      output_max:
+        description: Largest output length in tokens with V(uniform).
+        type: int
+      file:
+        description:
+          - 'JSONL file on the host with V(file), one request per line as
+            C({"input_tokens": 812, "output_tokens": 164}) (other keys ignored, blank lines skipped), for example
+            taken from the server''s request log. An invalid line fails the module naming the line and field before
+            anything is sent.'
+        type: path
+  shared_prefix:
+    description:
+      - With O(arrival), consecutive requests (conversations with O(multi_turn)) share a system prompt, as the
+        C(generated-shared-prefix) dataset of C(bench_serving) does; the server's radix cache can serve it. A
+        request's prompt is the group's system prompt followed by its own unique part of the sampled input length.
+    type: dict
+    suboptions:
+      system_prompt_len:
+        description: Tokens of each group's system prompt.
+        type: int
+        required: true
+      requests_per_group:
+        description: Requests (conversations) that share one system prompt; every run uses fresh groups.
+        type: int
+        required: true
+  multi_turn:
+    description:
+      - With O(arrival), each arrival starts a conversation of O(multi_turn.turns) requests. Turn n resends the
+        history (every earlier user message and output, then the new user message) and is sent when turn n-1 has
+        finished. The outputs resent are stand-ins of the server-reported length, not the generated text.
+      - O(requests_per_level) and O(warmup_requests) count requests and are rounded up to whole conversations.
+    type: dict
+    suboptions:
+      turns:
+        description: Requests per conversation.
+        type: int
+        required: true
+  slo:
+    description:
+      - Latency targets with O(arrival). Each run reports per target the share of requests that met it, the value
+        at its percentile and whether the target holds there, the share of requests that met every target
+        (C(slo_attainment)) and C(goodput_rps), such requests per second. Failed requests meet no target.
+      - Per request, TTFT and E2E are its own, TPOT is (E2E - TTFT) / (tokens - 1) and ITL its largest gap between
+        token deliveries; the percentile of V(itl_ms) is taken over all gaps, as the run's C(itl_ms).
+    type: dict
+    suboptions:
+      ttft_ms:
+        description: Time to first token.
+        type: dict
+        suboptions:
+          target:
+            description: Largest value in milliseconds that meets the target.
+            type: float
+            required: true
+          percentile:
+            description: Percentile (above 0, up to 100) at which the target must hold.
+            type: float
+            default: 99
+      tpot_ms:
+        description: Time per output token.
+        type: dict
+        suboptions:
+          target:
+            description: Largest value in milliseconds that meets the target.
+            type: float
+            required: true
+          percentile:
+            description: Percentile (above 0, up to 100) at which the target must hold.
+            type: float
+            default: 99
+      itl_ms:
+        description: Inter-token latency.
+        type: dict
+        suboptions:
+          target:
+            description: Largest value in milliseconds that meets the target.
+            type: float
+            required: true
+          percentile:
+            description: Percentile (above 0, up to 100) at which the target must hold.
+            type: float
+            default: 99
+      e2e_ms:
+        description: End-to-end latency.
+        type: dict
+        suboptions:
+          target:
+            description: Largest value in milliseconds that meets the target.
+            type: float
+            required: true
+          percentile:
+            description: Percentile (above 0, up to 100) at which the target must hold.
+            type: float
+            default: 99
+  max_client_lag_ms:
+    description:
+      - With O(arrival), a run whose send lag (actual minus scheduled send time) has a p99 above this, or whose
+        client used more than 90% of a core, is flagged C(client_limited) with the reason; its latencies are then
+        partly the client's.
+    type: float
+    default: 50
 
 notes:
   - Output token counts come from the server (C(stream_options.include_usage) or C(meta_info.completion_tokens));
@@ -299,6 +461,43 @@ EXAMPLES = r"""
     ansible_python_interpreter: /opt/sglang/venv/bin/python
   register: candidate
 
+- name: Goodput under an SLO, bursty open-loop arrivals, lengths from the users' own requests, shared system prompts
+  llmops.sglang.bench:
+    port: 30000
+    arrival:
+      request_rates: [2, 4, 8]
+      process: gamma
+      burstiness: 0.5
+      max_concurrency: 256
+    lengths:
+      distribution: file
+      file: /var/lib/sglang-bench/requests.jsonl
+    shared_prefix:
+      system_prompt_len: 2000
+      requests_per_group: 16
+    slo:
+      ttft_ms: {target: 2000, percentile: 99}
+      tpot_ms: {target: 50, percentile: 99}
+    repeats: 3
+    output_file: /var/lib/sglang-bench/goodput.json
+  vars:
+    ansible_python_interpreter: /opt/sglang/venv/bin/python
+  register: goodput
+
+- name: Multi-turn conversations of four turns at a steady rate, uniform lengths
+  llmops.sglang.bench:
+    port: 30000
+    endpoint: chat
+    arrival:
+      request_rates: [1]
+      process: constant
+    lengths: {distribution: uniform, input_min: 100, input_max: 400, output_min: 50, output_max: 200}
+    multi_turn: {turns: 4}
+    slo:
+      e2e_ms: {target: 20000, percentile: 90}
+  vars:
+    ansible_python_interpreter: /opt/sglang/venv/bin/python
+
 - name: Compare a candidate sweep with the baseline (a sequential sweep is judged by its own stopping rule)
   ansible.builtin.set_fact:
     verdict: "{{ baseline.sweep | llmops.sglang.compare_sweeps(candidate.sweep) }}"
@@ -314,6 +513,8 @@ plan:
   description:
     - What the sweep sends (or, in check mode, would send). With O(reference_sweep), C(sequential) is the stopping
       rule's design and a level's C(repeats) is the most it may take.
+    - With O(arrival) each level has C(request_rate) instead of C(concurrency), and C(workload) is the open-loop
+      workload (as RV(sweep.workload)).
   returned: always
   type: dict
   sample:
@@ -377,6 +578,12 @@ sweep:
           timed run with C(agg_tok_s), C(per_req_tok_s), C(tokens), C(wall_s), C(ok), C(failed), C(error_samples),
           C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) as C({p50, p90, p99}), C(token_mismatch),
           C(steady_agg_tok_s), C(achieved_concurrency), C(client_cpu_pct)) and C(summary) (medians over runs).
+        - With O(arrival) a level has C(request_rate) instead of C(concurrency) and C(open_loop) (medians over runs
+          of C(achieved_rate_rps), C(goodput_rps), C(slo_attainment), C(lag_p99_ms); C(slo_holds) per target, true
+          only if it held in every run; C(client_limited) and C(client_limited_reasons)); each run adds
+          C(request_rate), C(achieved_rate_rps), C(lag_ms) (C({p50, p99, max})), C(client_limited),
+          C(client_limited_reason) and with O(slo) C(good), C(goodput_rps), C(slo_attainment), C(slo_holds), C(slo)
+          (per target C(target), C(percentile), C(observed), C(holds), C(attainment)).
         - With O(reference_sweep) also C(sequential), the look that stopped the level - C(decision) (C(improved),
           C(regressed), C(no_change)), C(boundary), C(repeats), C(statistic), C(efficacy_bound), C(alpha_spent),
           C(beta_spent), C(estimate_pct), C(reason)); the look after O(sequential.max_repeats) runs always decides.
@@ -417,12 +624,30 @@ sweep:
       description: The O(max_failed_share) the sweep ran with.
       type: float
       sample: 0.01
+    workload:
+      description:
+        - With O(arrival) only, the open-loop workload the sweep ran - C(arrival), C(lengths) (with C(file_requests),
+          the requests read from O(lengths.file)), C(shared_prefix), C(multi_turn), C(slo), C(max_client_lag_ms),
+          C(seed).
+      type: dict
+      sample:
+        arrival: {process: gamma, request_rates: [2, 4, 8], burstiness: 0.5, max_concurrency: 256}
+        lengths: {distribution: fixed, input_min: null, input_max: null, output_min: null, output_max: null,
+                  file: null, file_requests: null}
+        shared_prefix: null
+        multi_turn: null
+        slo: {ttft_ms: {target: 2000.0, percentile: 99.0}}
+        max_client_lag_ms: 50.0
+        seed: 0
     client:
       description: Versions of the client side.
       type: dict
       sample: {python: 3.11.2, aiohttp: 3.13.2}
 table:
-  description: Markdown table of the sweep, one row per level (medians over repeats; Ok is successful/attempted).
+  description:
+    - Markdown table of the sweep, one row per level (medians over repeats; Ok is successful/attempted).
+    - With O(arrival) one row per request rate with the achieved rate, goodput, SLO attainment, throughput and the
+      client's send lag p99.
   returned: when not in check mode
   type: str
   sample: |-
@@ -464,6 +689,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
     BenchConfig,
     format_progress,
     run_sweep,
+    workload_document,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_serving import run_bench_serving_sweep
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
@@ -471,6 +697,17 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict i
     SPENDING_FUNCTIONS,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
+from ansible_collections.llmops.sglang.plugins.module_utils.workload import (
+    ARRIVAL_PROCESSES,
+    DEFAULT_MAX_CLIENT_LAG_MS,
+    DEFAULT_SLO_PERCENTILE,
+    LENGTH_DISTRIBUTIONS,
+    SLO_METRICS,
+    Arrival,
+    Lengths,
+    rate_table,
+    read_length_file,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import (
     THROUGHPUT_METRICS,
     sequential_plan,
@@ -498,6 +735,12 @@ def sequential_spec() -> dict:
     )
 
 
+def slo_spec() -> dict:
+    target = dict(target=dict(type="float", required=True),
+                  percentile=dict(type="float", default=DEFAULT_SLO_PERCENTILE))
+    return {metric: dict(type="dict", options=target) for metric in SLO_METRICS}
+
+
 def argument_spec() -> dict:
     return dict(
         base_url=dict(type="str"),
@@ -523,7 +766,44 @@ def argument_spec() -> dict:
         progress_file=dict(type="path"),
         engine=dict(type="str", choices=list(ENGINES), default="native"),
         python=dict(type="path"),
+        arrival=dict(type="dict", options=dict(
+            request_rates=dict(type="list", elements="float", required=True),
+            process=dict(type="str", choices=list(ARRIVAL_PROCESSES), default="poisson"),
+            burstiness=dict(type="float", default=1.0),
+            max_concurrency=dict(type="int"),
+        )),
+        lengths=dict(type="dict", options=dict(
+            distribution=dict(type="str", choices=list(LENGTH_DISTRIBUTIONS), default="fixed"),
+            input_min=dict(type="int"), input_max=dict(type="int"),
+            output_min=dict(type="int"), output_max=dict(type="int"),
+            file=dict(type="path"),
+        )),
+        shared_prefix=dict(type="dict", options=dict(system_prompt_len=dict(type="int", required=True),
+                                                     requests_per_group=dict(type="int", required=True))),
+        multi_turn=dict(type="dict", options=dict(turns=dict(type="int", required=True))),
+        slo=dict(type="dict", options=slo_spec()),
+        max_client_lag_ms=dict(type="float", default=DEFAULT_MAX_CLIENT_LAG_MS),
     )
+
+
+def lengths_from_params(params: dict | None) -> Lengths:
+    """The length distribution; a JSONL file is read and validated here, before any request is sent."""
+    if not params:
+        return Lengths()
+    samples = read_length_file(params["file"]) if params["distribution"] == "file" and params["file"] else ()
+    return Lengths(**params, samples=samples)
+
+
+def arrival_from_params(params: dict) -> Arrival | None:
+    arrival = params["arrival"]
+    if arrival is None:
+        return None
+    if params["engine"] != "native":
+        raise ValueError("arrival (open-loop levels) needs engine=native; sglang_bench_serving runs closed-loop levels")
+    if params["reference_sweep"] is not None:
+        raise ValueError("reference_sweep compares closed-loop concurrency levels; unset it or arrival")
+    return Arrival(request_rates=tuple(arrival["request_rates"]), process=arrival["process"],
+                   burstiness=arrival["burstiness"], max_concurrency=arrival["max_concurrency"])
 
 
 def sequential_from_params(params: dict) -> dict | None:
@@ -544,6 +824,9 @@ def config_from_params(params: dict, sequential: dict | None) -> BenchConfig:
         output_len=params["output_len"], request_timeout_s=params["request_timeout_s"],
         level_timeout_s=params["level_timeout_s"], steady_state=params["steady_state"], api_key=params["api_key"],
         seed=params["seed"], max_failed_share=params["max_failed_share"],
+        arrival=arrival_from_params(params), lengths=lengths_from_params(params["lengths"]),
+        shared_prefix=params["shared_prefix"], multi_turn=params["multi_turn"], slo=params["slo"],
+        max_client_lag_ms=params["max_client_lag_ms"],
     )
 
 
@@ -596,12 +879,14 @@ def main() -> None:
                  "model": config.model, "levels": config.plan(),
                  "sequential": sequential["design"] if sequential else None},
     }
+    if config.arrival is not None:
+        result["plan"]["workload"] = workload_document(config)
     if module.check_mode:
         module.exit_json(msg="check mode: no request sent", **result)
     try:
         with guarded_work(), progress_writer(progress_file) as on_progress:
             sweep = run(module, config, on_progress, sequential)
-        result.update(sweep=sweep, table=sweep_table(sweep))
+        result.update(sweep=sweep, table=rate_table(sweep["levels"]) if config.arrival else sweep_table(sweep))
         if params["output_file"]:
             write_json_atomically(params["output_file"], sweep)
     except (RuntimeError, OSError) as exc:
