@@ -5,16 +5,14 @@ batch sizes per module call and prints a progress line after each, so a run of h
 it is (and a crash loses at most one chunk)."""
 from __future__ import annotations
 
-import json
 import time
 
-from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.utils.display import Display
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import STEP_REQUEST_FILE, progress_entry, progress_line
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import MODULE, progress_entry, progress_line
+from ansible_collections.llmops.sglang.plugins.plugin_utils.action_request import send_request
 
 display = Display()
-MODULE = "llmops.sglang.moe_tune"
 # Plan keys returned to the playbook as they are.
 SUMMARY_KEYS = ("file_name", "batch_sizes", "batch_sizes_reason", "search_space", "chunk_size", "resumed",
                 "checkpoint", "checkpoint_discarded", "tuner_cli", "notes")
@@ -75,16 +73,8 @@ class ActionModule(ActionBase):
                 "duration_s": round(time.monotonic() - started, 1)}
 
     def _step(self, args: dict, task_vars: dict, step: str, **request) -> dict:
-        """Run a step after the plan: its request goes to the module as a file in the task's remote tmp dir
-        (module_utils/moe_tuning.py, STEP_REQUEST_FILE), which the module receives as its tmpdir."""
-        if self._is_become_unprivileged():
-            # Ansible then hands the module no tmp dir of ours (the become user could not read it).
-            raise AnsibleActionFail("llmops.sglang.moe_tune runs as the connection user or with become to root, "
-                                    "not with become_user of another unprivileged user")
-        if self._connection._shell.tmpdir is None:
-            self._make_tmp_path()
-        path = self._connection._shell.join_path(self._connection._shell.tmpdir, STEP_REQUEST_FILE)
-        self._transfer_data(path, json.dumps({"step": step, **request}))
+        """A step after the plan: the module finds it as its request file (module_utils/action_request.py)."""
+        send_request(self, MODULE, {"step": step, **request})
         return self._execute_module(module_name=MODULE, module_args=args, task_vars=task_vars)
 
     @staticmethod

@@ -1,6 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Controller half of llmops.sglang.server: renders the systemd unit from a Jinja template."""
+"""Controller half of llmops.sglang.server: renders the systemd unit from a Jinja template and hands it, with the
+launcher's source, to the module as its request file (module_utils/action_request.py)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,11 +11,13 @@ from ansible.plugins.action import ActionBase
 from ansible.template import trust_as_template
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     canonical_args, secret_arg_errors, systemd_exec_line, to_cli_args)
+from ansible_collections.llmops.sglang.plugins.plugin_utils.action_request import send_request
 
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
 DEFAULT_TEMPLATE = COLLECTION_ROOT / "roles" / "sglang_server" / "templates" / "sglang.service.j2"
 LAUNCHER_SOURCE = COLLECTION_ROOT / "plugins" / "module_utils" / "sglang_launcher.py"
 DEFAULT_LAUNCHER_PATH = "/usr/local/libexec/llmops-sglang/sglang_launcher.py"
+MODULE = "llmops.sglang.server"
 SERVER_MODULE = "sglang.launch_server"
 OWN_OPTIONS = ("model_path", "port", "host")
 # NVIDIA device nodes a CUDA process opens. DeviceAllow= takes no globs: /dev/nvidia0..N are the
@@ -52,10 +55,9 @@ class ActionModule(ActionBase):
             if not module_args.get("model_path"):
                 raise AnsibleActionFail("model_path is required to deploy a server (state started/restarted)")
             command = server_command(module_args)
-            module_args["_unit_content"] = self._render_unit(module_args, command, task_vars or {})
-            module_args["_launcher_content"] = LAUNCHER_SOURCE.read_text(encoding="utf-8")
-        result.update(self._execute_module(module_name="llmops.sglang.server", module_args=module_args,
-                                           task_vars=task_vars))
+            send_request(self, MODULE, {"unit_content": self._render_unit(module_args, command, task_vars or {}),
+                                        "launcher_content": LAUNCHER_SOURCE.read_text(encoding="utf-8")})
+        result.update(self._execute_module(module_name=MODULE, module_args=module_args, task_vars=task_vars))
         if command is not None:
             result["command"] = command
         return result

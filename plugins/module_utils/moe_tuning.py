@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from ansible_collections.llmops.sglang.plugins.module_utils.action_request import read_request, request_file_name
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
     DEFAULT_BATCH_SIZES,
@@ -521,25 +522,21 @@ def log_tail(run: TunerRun, lines: int = 25) -> str:
 
 
 # The moe_tune action plugin drives its module step by step: plan, then one call per chunk, then finish (or one
-# benchmark call). The first call is a plain run of the module; each later one finds its request, {"step", "plan",
-# "chunk", "timeout"}, as this file in the task's remote tmp dir, which Ansible hands the module
-# (_ansible_tmpdir). A file instead of module options keeps the protocol out of the module's argument_spec and
-# so out of its user documentation, which must list every option (validate-modules).
-STEP_REQUEST_FILE = "moe_tune_step.json"
+# benchmark call). The plan call has no request; each later one has {"step", "plan", "chunk", "timeout"} as its
+# request file (module_utils/action_request.py), so the protocol is no module option.
+MODULE = "llmops.sglang.moe_tune"
 STEP_REQUEST_KEYS = {"chunk": ("plan", "chunk", "timeout"), "finish": ("plan",), "benchmark": ("plan", "timeout")}
 
 
 def step_request(tmpdir: str) -> dict[str, Any]:
     """The action plugin's request in ``tmpdir``; none means the plan step."""
-    try:
-        with open(os.path.join(tmpdir, STEP_REQUEST_FILE), encoding="utf-8") as handle:
-            request = json.load(handle)
-    except FileNotFoundError:
+    request = read_request(tmpdir, MODULE)
+    if request is None:
         return {"step": "plan"}
     keys = STEP_REQUEST_KEYS.get(request.get("step"))
     if keys is None or any(key not in request for key in keys):
-        raise ValueError(f"{STEP_REQUEST_FILE}: a step request is one of {sorted(STEP_REQUEST_KEYS)} with its "
-                         f"{STEP_REQUEST_KEYS}, got {sorted(request)} (step {request.get('step')!r})")
+        raise ValueError(f"{request_file_name(MODULE)}: a step request is one of {sorted(STEP_REQUEST_KEYS)} with "
+                         f"its {STEP_REQUEST_KEYS}, got {sorted(request)} (step {request.get('step')!r})")
     return request
 
 

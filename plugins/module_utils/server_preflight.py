@@ -682,15 +682,16 @@ def sglang_parser_errors(run_python: Runner, python: str, argv: list[str], field
     return parse_check_errors(parse_check_result(rc, out, err), fields, python)
 
 
-def preflight_errors(run: Runner, params: Mapping, unit: str, main_pid: int,
+def preflight_errors(run: Runner, params: Mapping, unit: str, main_pid: int, unit_text: str | None,
                      run_python: Runner | None = None, current_unit: str | None = None) -> list[str]:
     """Everything that would make the new start fail and can be known before changing anything:
-    the model path, SGLang's own parser on the unit's argv (with ``validate_flags``), the port."""
+    the model path, SGLang's own parser on the argv of the new unit ``unit_text`` (with ``validate_flags``), the
+    port."""
     errors = model_path_errors(params["model_path"], params.get("working_directory") or "/",
                                server_identity(params.get("user") or "root", params.get("group")),
-                               unit_text=params.get("_unit_content"))
+                               unit_text=unit_text)
     if params.get("validate_flags", True):
-        errors += sglang_parser_errors(run_python or run, params["python"], unit_argv(params.get("_unit_content"), params),
+        errors += sglang_parser_errors(run_python or run, params["python"], unit_argv(unit_text, params),
                                        argument_fields(params.get("server_args") or {}))
     port = port_error(run, unit, params.get("host", SGLANG_DEFAULT_HOST), params["port"], main_pid, current_unit)
     if port:

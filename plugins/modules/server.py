@@ -147,14 +147,10 @@ options:
         parse only, nothing starts), so a wrong type or value (C(tp_size=four)) fails naming the field.
     type: bool
     default: true
-  _unit_content:
-    description: Internal; the unit rendered on the controller by the action plugin.
-    type: str
-  _launcher_content:
-    description: Internal; the launcher's source, shipped by the action plugin.
-    type: str
 notes:
-  - The unit is rendered on the controller by the action plugin of the same name.
+  - The unit is rendered on the controller by the action plugin of the same name, which hands it and the launcher to
+    the module as a file in the task's remote tmp dir; so O(state=started) and O(state=restarted) work only as a task
+    (through the action plugin), and not with C(become_user) of an unprivileged user other than the connection's.
   - The previous unit is kept as C(<unit>.llmops-backup) on the host. The API key file's backup exists only while a
     deploy restarts the server (it is restored on rollback and removed otherwise).
 seealso:
@@ -250,6 +246,7 @@ import pwd
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.action_request import read_request
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     deprecated_alias_warnings, parse_help_flags, validate_server_args)
@@ -260,13 +257,17 @@ from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import p
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import (
     invocation_log, start_failure, unit_state, wait_until_ready)
 
+MODULE = "llmops.sglang.server"
 BACKUP_SUFFIX = ".llmops-backup"
 
 
 class ServerDeployment:
-    def __init__(self, module: AnsibleModule) -> None:
+    def __init__(self, module: AnsibleModule, rendered: dict) -> None:
         self.module = module
         self.params = module.params
+        # From the action plugin (module_utils/action_request.py): the unit and the launcher source.
+        self.unit_content: str | None = rendered.get("unit_content")
+        self.launcher_content: str | None = rendered.get("launcher_content")
         self.name = self.params["name"]
         self.unit = f"{self.name}.service"
         self.unit_path = os.path.join(self.params["unit_dir"], self.unit)
@@ -324,7 +325,7 @@ class ServerDeployment:
             return self.module.run_command(argv, environ_update={**env, "LC_ALL": "C"},
                                            cwd=cwd if os.path.isdir(cwd) else "/")
         errors = preflight_errors(self.run, self.params, self.unit, unit_state(self.run, self.unit).main_pid,
-                                  run_python=run_python, current_unit=self.read(self.unit_path))
+                                  self.unit_content, run_python=run_python, current_unit=self.read(self.unit_path))
         if errors:
             self.fail("cannot deploy, nothing was changed: " + "; ".join(errors), errors=errors)
 
@@ -347,7 +348,7 @@ class ServerDeployment:
 
     def install_launcher(self) -> bool:
         """Install (or update) the collection's launcher; True when it changed (or would, in check mode)."""
-        path, content = self.params["launcher_path"], self.params["_launcher_content"]
+        path, content = self.params["launcher_path"], self.launcher_content
         if not content:
             return False
         try:
@@ -396,7 +397,7 @@ class ServerDeployment:
 
     # ---- states ---------------------------------------------------------------------------
     def present(self, force_restart: bool) -> dict:
-        new_unit = self.params["_unit_content"]
+        new_unit = self.unit_content
         new_env = self.env_content()
         self.check_user()
         old_unit, old_env = self.read(self.unit_path), self.read(self.env_path)
@@ -514,15 +515,19 @@ def main() -> None:
             device_allow=dict(type="list", elements="str"),
             ready_timeout=dict(type="int", default=1800),
             validate_flags=dict(type="bool", default=True),
-            _unit_content=dict(type="str"),
-            _launcher_content=dict(type="str"),
         ),
-        required_if=[("state", "started", ("model_path", "_unit_content")),
-                     ("state", "restarted", ("model_path", "_unit_content"))],
+        required_if=[("state", "started", ("model_path",)), ("state", "restarted", ("model_path",))],
         supports_check_mode=True,
     )
-    deployment = ServerDeployment(module)
     state = module.params["state"]
+    try:
+        rendered = read_request(module.tmpdir, MODULE) or {}
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+    if state in ("started", "restarted") and not rendered.get("unit_content"):
+        module.fail_json(msg=f"state={state} needs the unit the {MODULE} action plugin renders on the controller; "
+                             "run the module as a task (ansible -m / a playbook), not on its own")
+    deployment = ServerDeployment(module, rendered)
     with guarded_work():  # a start can take many minutes: the host's guard of this stage must not fire meanwhile
         if state in ("started", "restarted"):
             if module.params["validate_flags"]:

@@ -430,7 +430,8 @@ def test_preflight_errors_collects_every_problem(monkeypatch):
             "--port", "30001", "--tp-size", "four"]
     params = {"model_path": "/srv/models/nope", "host": "127.0.0.1", "port": 30001, "server_args": {"tp_size": "four"},
               "python": sys.executable, "user": "root", "group": None, "working_directory": "/",
-              "validate_flags": True, "_unit_content": unit_with(systemd_exec_line(argv))}
+              "validate_flags": True}
+    unit_text = unit_with(systemd_exec_line(argv))
 
     def run(argv):
         if argv[0] == "/usr/bin/ss":
@@ -439,9 +440,10 @@ def test_preflight_errors_collects_every_problem(monkeypatch):
                               check=False)
         return done.returncode, done.stdout, done.stderr
 
-    errors = pre.preflight_errors(run, params, "sglang.service", 4242)
+    errors = pre.preflight_errors(run, params, "sglang.service", 4242, unit_text)
     assert errors[0] == "model_path: /srv/models/nope does not exist on the host"
     assert errors[1] == "server_args.tp_size: invalid int value 'four' (SGLang's parser)"
     assert errors[2].startswith("port: 127.0.0.1:30001 is already in use by pid 5150 (python3 -m http.server 30001")
     assert len(errors) == 3
-    assert pre.preflight_errors(run, {**params, "validate_flags": False}, "sglang.service", 4242)[1].startswith("port:")
+    assert pre.preflight_errors(run, {**params, "validate_flags": False}, "sglang.service", 4242,
+                                unit_text)[1].startswith("port:")

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import STEP_REQUEST_FILE
+from ansible_collections.llmops.sglang.plugins.module_utils.action_request import request_file_name
 from ansible_collections.llmops.sglang.plugins.modules import moe_tune
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
@@ -100,10 +100,10 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
 def run_step(host: dict, capsys: pytest.CaptureFixture, check: bool = False, request: dict | None = None,
              **args) -> tuple[int, dict]:
     """One module call as the action plugin makes it: the plan step without a request, a later step with its
-    request in the task's tmp dir (STEP_REQUEST_FILE)."""
+    request file in the task's tmp dir."""
     task_tmp = Path(tempfile.mkdtemp(dir=host["tmp"], prefix="task-"))
     if request is not None:
-        (task_tmp / STEP_REQUEST_FILE).write_text(json.dumps(request))
+        (task_tmp / request_file_name("llmops.sglang.moe_tune")).write_text(json.dumps(request))
     args = {**host["args"], "_ansible_check_mode": check, "_ansible_remote_tmp": str(host["tmp"] / "remote_tmp"),
             "_ansible_tmpdir": str(task_tmp), "_ansible_keep_remote_files": False, **args}
     with patch_module_args(args), pytest.raises(SystemExit) as exit_info:
@@ -253,7 +253,7 @@ def test_a_selector_flag_the_tuner_lacks_is_refused_naming_it(host, capsys):
 
 def test_a_malformed_step_request_fails_naming_what_a_request_holds(host, capsys):
     code, result = run_step(host, capsys, request={"step": "chunk", "plan": {}})
-    assert code == 1 and result["msg"].startswith(f"{STEP_REQUEST_FILE}: a step request is one of")
+    assert code == 1 and result["msg"].startswith("llmops.sglang.moe_tune.request.json: a step request is one of")
     assert "got ['plan', 'step'] (step 'chunk')" in result["msg"]
 
 
