@@ -144,10 +144,25 @@ def test_awx_configure_playbook_parses_with_the_awx_collection():
     assert result.returncode == 0, result.stderr
 
 
-def test_execution_environment_gives_a_build_context(tmp_path):
-    result = _ansible("ansible-builder", "create", "-f", "execution-environment.yml", "-c", str(tmp_path / "context"))
+def test_execution_environment_gives_a_build_context_with_the_built_collection(tmp_path):
+    """The EE installs the collection from the tarball `ansible-galaxy collection build --output-path dist` makes
+    (of galaxy.yml's version), copied into the build context: the definition copied beside a fresh dist/."""
+    for name in ("execution-environment.yml", "extensions/awx/ee-requirements.yml", "meta/ee-requirements.txt",
+                 "meta/ee-bindep.txt"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text((REPO / name).read_text())
+    built = _ansible("ansible-galaxy", "collection", "build", "--output-path", str(tmp_path / "dist"))
+    assert built.returncode == 0, built.stdout + built.stderr
+    result = subprocess.run([str(Path(sys.executable).parent / "ansible-builder"), "create", "-c", "context"],
+                            cwd=tmp_path, capture_output=True, text=True,
+                            env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)})
     assert result.returncode == 0, result.stdout + result.stderr
+    assert "No matches" not in result.stdout + result.stderr
     build = tmp_path / "context" / "_build"
+    version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
+    tarball = f"collections/llmops-sglang-{version}.tar.gz"
+    assert (build / tarball).read_bytes() == (tmp_path / "dist" / Path(tarball).name).read_bytes()
+    collections = yaml.safe_load((build / "requirements.yml").read_text())["collections"]
+    assert {"name": tarball, "type": "file"} in collections and "awx.awx" in [c["name"] for c in collections]
     assert "matplotlib==3.10.9" in (build / "requirements.txt").read_text()
-    assert "awx.awx" in (build / "requirements.yml").read_text()
     assert "ansible-core==2.19.14" in (tmp_path / "context" / "Dockerfile").read_text()
