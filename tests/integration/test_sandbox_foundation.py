@@ -18,7 +18,8 @@ def test_deploy_read_journal_restart_idempotent(fleet, runner):
     first = runner.run(PLAYBOOK, limit=TWO_HOSTS)
     assert first.status == "successful", first.stdout
     assert all(first.changed(h) > 0 for h in ("gpu1", "gpu2"))
-    invocations = {h: r["stdout"] for h, r in first.task_results("Read the invocation id").items()}
+    invocations = {h: r["status"]["InvocationID"]
+                   for h, r in first.task_results("Read the invocation id").items()}
     journals = first.task_results("Read this invocation's journal")
     assert set(journals) == {"gpu1", "gpu2"}
     for res in journals.values():
@@ -31,7 +32,8 @@ def test_deploy_read_journal_restart_idempotent(fleet, runner):
 
     restarted = runner.run(PLAYBOOK, {"proof_restart": True}, limit=TWO_HOSTS)
     assert restarted.status == "successful", restarted.stdout
-    new_invocations = {h: r["stdout"] for h, r in restarted.task_results("Read the invocation id").items()}
+    new_invocations = {h: r["status"]["InvocationID"]
+                       for h, r in restarted.task_results("Read the invocation id").items()}
     for host in ("gpu1", "gpu2"):
         assert new_invocations[host] != invocations[host]
         # The journal now holds two starts; selecting by invocation id returns only the latest.

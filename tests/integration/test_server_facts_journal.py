@@ -54,7 +54,7 @@ done
 def test_flag_trials_diff_comes_out_of_the_journal(runner):
     result = runner.run(PLAYBOOKS / "flag_trials.yml", limit="gpu1")
     assert result.status == "successful", result.stdout
-    last_diff = result.task_results("Diff the trial flashinfer-allreduce-fusion against the baseline")["gpu1"]
+    last_diff = result.task_results("Diff against the baseline the trial flashinfer-allreduce-fusion")["gpu1"]
     trials = last_diff["ansible_facts"]["flag_trial_diffs"]
 
     fusion = trials["flashinfer-allreduce-fusion"]
