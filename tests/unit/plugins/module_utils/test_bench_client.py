@@ -24,6 +24,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
     steady_window,
     tokens_in_window,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.workload import Arrival
 from tests.unit.plugins.module_utils.fake_sglang_server import running_server, server_stats
 
 TTFT_MS = 40.0
@@ -305,6 +306,7 @@ def test_sweep_document_is_json_serialisable_and_versioned() -> None:
     assert document["schema_version"] == 1 and document["engine"] == "native"
     assert set(document["client"]) == {"python", "aiohttp"} and document["client"]["aiohttp"]
     assert document["input_len"] == 300 and document["output_len"] == 24
+    assert "workload" not in document  # closed-loop sweeps keep their schema exactly
 
 
 # ---- failed share (issue 15 item 6) -------------------------------------------------------------------------------
@@ -379,3 +381,68 @@ def test_a_stop_rule_decides_how_many_runs_each_level_gets() -> None:
     assert [(level["concurrency"], len(level["runs"])) for level in sweep["levels"]] == [(2, 2), (4, 1)]
     assert sweep["levels"][0]["sequential"] == {"decision": "no_change", "reason": "decided"}
     assert sweep["not_measured"] == [{"concurrency": 8, "reason": "C=4 regressed after 1 repeat; the sweep stopped"}]
+
+
+# ---- open-loop arrivals, SLOs and goodput (issue 19, deliverable 1) ------------------------------------------------
+
+def open_loop(base_url: str, **overrides) -> BenchConfig:
+    settings = dict(arrival=Arrival(request_rates=(20.0,), process="poisson"), requests_per_level=20,
+                    warmup_requests=4, repeats=1, output_len=10)
+    settings.update(overrides)
+    return config(base_url, **settings)
+
+
+def test_open_loop_sweep_reports_goodput_against_the_slo_end_to_end() -> None:
+    """20 req/s Poisson against 40 ms TTFT + 8 ms/token: a 1 s TTFT target is met by all, a 1 ms TPOT by none."""
+    with running_server("--ttft-ms", str(TTFT_MS), "--token-ms", str(TOKEN_MS)) as (base_url, _process):
+        met = run_sweep(open_loop(base_url, slo={"ttft_ms": {"target": 1000.0, "percentile": 99},
+                                                 "e2e_ms": {"target": 5000.0, "percentile": 50}}))
+        missed = run_sweep(open_loop(base_url, slo={"ttft_ms": {"target": 1000.0},
+                                                    "tpot_ms": {"target": 1.0, "percentile": 50}}))
+    assert met["error"] is None and missed["error"] is None
+    assert met["workload"]["arrival"] == {"process": "poisson", "request_rates": [20.0], "burstiness": 1.0,
+                                          "max_concurrency": None}
+    (level,) = met["levels"]
+    assert (level["request_rate"], level["requests"], level["warmup_requests"]) == (20.0, 20, 4)
+    assert "concurrency" not in level
+    (run,) = level["runs"]
+    assert (run["ok"], run["good"], run["slo_attainment"], run["slo_holds"]) == (20, 20, 1.0, True)
+    assert run["goodput_rps"] == pytest.approx(20 / run["wall_s"])
+    # Poisson arrivals: 19 gaps of 50 ms on average, so the run lasts about a second (seeded, so always the same).
+    assert 5.0 < run["achieved_rate_rps"] < 60.0
+    assert TTFT_MS <= run["slo"]["ttft_ms"]["observed"] < 1000.0 and run["slo"]["ttft_ms"]["attainment"] == 1.0
+    assert run["lag_ms"]["p50"] is not None and run["lag_ms"]["max"] >= run["lag_ms"]["p99"] >= 0.0
+    assert run["client_limited"] is False and run["token_mismatch"] == 0
+    assert level["open_loop"]["goodput_rps"] == pytest.approx(run["goodput_rps"])
+    assert level["open_loop"]["slo_holds"] == {"ttft_ms": True, "e2e_ms": True}
+    (missed_run,) = missed["levels"][0]["runs"]
+    assert (missed_run["good"], missed_run["goodput_rps"], missed_run["slo_holds"]) == (0, 0.0, False)
+    assert missed_run["slo"]["tpot_ms"]["attainment"] == 0.0 and missed_run["slo"]["ttft_ms"]["holds"]
+
+
+def test_open_loop_multi_turn_resends_history_after_a_shared_prefix_under_a_concurrency_cap() -> None:
+    """Prompt tokens seen by the server: turn 1 = 50 + 30, turn 2 = 50 + 30 + 10 (output) + 30."""
+    with running_server("--ttft-ms", "5", "--token-ms", "2") as (base_url, _process):
+        sweep = run_sweep(open_loop(base_url, input_len=30, requests_per_level=12, warmup_requests=0,
+                                    arrival=Arrival(request_rates=(50.0,), max_concurrency=2),
+                                    shared_prefix={"system_prompt_len": 50, "requests_per_group": 3},
+                                    multi_turn={"turns": 2}))
+        stats = server_stats(base_url)
+    assert sweep["error"] is None
+    (level,) = sweep["levels"]
+    (run,) = level["runs"]
+    assert (level["requests"], run["ok"]) == (12, 12)
+    assert run["input_tokens"] == pytest.approx((80 + 120) / 2)
+    assert stats["max_in_flight"] <= 2 and stats["requests"] == 12
+
+
+def test_open_loop_options_are_checked_before_anything_is_sent() -> None:
+    with pytest.raises(ValueError, match="slo apply to open-loop levels only; set arrival.request_rates"):
+        BenchConfig(base_url="http://127.0.0.1:1", slo={"ttft_ms": {"target": 100}})
+    with pytest.raises(ValueError, match="steady_state needs closed-loop levels"):
+        BenchConfig(base_url="http://127.0.0.1:1", arrival=Arrival(request_rates=(1.0,)), steady_state=True)
+    plan = BenchConfig(base_url="http://127.0.0.1:1", arrival=Arrival(request_rates=(0.5, 8.0)),
+                       multi_turn={"turns": 3}).plan()
+    # A minute of arrivals per run, ten seconds of warm-up, at least 4, rounded up to whole 3-turn conversations.
+    assert plan == [{"request_rate": 0.5, "warmup_requests": 6, "requests": 30, "repeats": 3},
+                    {"request_rate": 8.0, "warmup_requests": 81, "requests": 480, "repeats": 3}]

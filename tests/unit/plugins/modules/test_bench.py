@@ -225,3 +225,65 @@ def test_a_stopping_rule_that_cannot_work_fails_before_any_request(args: dict, m
     code, result = run_module(small_sweep("http://127.0.0.1:9", **args), tmp_path, capsys)
     assert code == 1 and message in result["msg"], result["msg"]
     assert result.get("error_kind", "input") == "input"
+
+
+# ---- open-loop levels (issue 19, deliverable 1) --------------------------------------------------------------------
+
+def open_loop_args(base_url: str, **overrides) -> dict:
+    args = dict(base_url=base_url, arrival={"request_rates": [40.0], "process": "gamma", "burstiness": 0.5},
+                requests_per_level=12, warmup_requests=0, repeats=1, output_len=8, request_timeout_s=20,
+                level_timeout_s=60)
+    args.update(overrides)
+    return args
+
+
+def test_open_loop_module_samples_lengths_from_a_file_and_reports_goodput(tmp_path: Path,
+                                                                         capsys: pytest.CaptureFixture) -> None:
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text('{"input_tokens": 40, "output_tokens": 6}\n{"input_tokens": 40, "output_tokens": 6}\n')
+    with running_server("--ttft-ms", "5", "--token-ms", "2") as (base_url, _process):
+        code, result = run_module(open_loop_args(base_url, lengths={"distribution": "file", "file": str(requests)},
+                                                 slo={"ttft_ms": {"target": 2000}}), tmp_path, capsys)
+    assert code == 0, result
+    sweep = result["sweep"]
+    assert sweep["workload"]["lengths"]["file_requests"] == 2
+    assert sweep["workload"]["slo"] == {"ttft_ms": {"target": 2000.0, "percentile": 99.0}}
+    (run,) = sweep["levels"][0]["runs"]
+    assert (run["ok"], run["tokens"], run["input_tokens"], run["token_mismatch"]) == (12, 12 * 6, 40, 0)
+    assert run["good"] == 12 and run["slo_holds"] is True
+    header, _rule, row = result["table"].splitlines()
+    assert header.startswith("| Rate (req/s) | Achieved (req/s) | Goodput (req/s) | SLO met |")
+    cells = row.strip("|").split(" | ")
+    assert (cells[0].strip(), cells[3], cells[-1].strip()) == ("40", "100.0%", "12/12")
+
+
+def test_open_loop_check_mode_plans_rates_and_the_workload(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    code, result = run_module(open_loop_args("http://127.0.0.1:9", requests_per_level=None, _ansible_check_mode=True,
+                                             multi_turn={"turns": 2}), tmp_path, capsys)
+    assert code == 0 and "sweep" not in result
+    assert result["plan"]["levels"] == [{"request_rate": 40.0, "warmup_requests": 0, "requests": 2400, "repeats": 1}]
+    assert result["plan"]["workload"]["multi_turn"] == {"turns": 2}
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (dict(engine="sglang_bench_serving"), "arrival (open-loop levels) needs engine=native"),
+    (dict(lengths={"distribution": "uniform", "input_min": 5, "input_max": 2, "output_min": 1, "output_max": 1}),
+     "lengths.input_min (5) must not exceed lengths.input_max (2)"),
+    (dict(slo={"ttft_ms": {"target": 100, "percentile": 0}}), "slo.ttft_ms.percentile must be a number > 0"),
+    (dict(arrival=None, requests_per_level=None, slo={"e2e_ms": {"target": 100}}),
+     "slo apply to open-loop levels only"),
+])
+def test_open_loop_options_fail_as_input_errors(overrides: dict, message: str, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture) -> None:
+    code, result = run_module(open_loop_args("http://127.0.0.1:9", **overrides), tmp_path, capsys)
+    assert code == 1 and message in result["msg"] and result["error_kind"] == "input"
+
+
+def test_a_bad_line_in_the_lengths_file_fails_naming_line_and_field(tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture) -> None:
+    requests = tmp_path / "requests.jsonl"
+    requests.write_text('{"input_tokens": 40, "output_tokens": 6}\n{"input_tokens": 40, "output_tokens": -1}\n')
+    code, result = run_module(open_loop_args("http://127.0.0.1:9", lengths={"distribution": "file",
+                                                                           "file": str(requests)}), tmp_path, capsys)
+    assert code == 1 and result["error_kind"] == "input"
+    assert result["msg"] == f"lengths.file {requests} line 2: output_tokens must be an integer >= 1, got -1"
