@@ -2,6 +2,9 @@
 # Apache License 2.0 (see LICENSE)
 """Concurrency-sweep load generator for SGLang's streaming HTTP API (the ``bench`` module's native engine).
 
+With ``arrival`` the levels are request rates instead (open loop: run_open_loop sends on workload.py's seeded
+schedule, lengths, shared prefixes and conversations, and reports goodput under the SLO and the client's send lag).
+
 Note that this module util is private to the llmops.sglang collection; do not use it from other collections.
 
 It runs on the GPU host with the SGLang venv's Python (which ships aiohttp); aiohttp is imported behind a guard
@@ -166,7 +169,8 @@ class BenchConfig:
 
     def plan(self) -> list[dict]:
         if self.arrival is not None:
-            return [{"request_rate": rate, "warmup_requests": self.conversations_for_rate(rate, warmup=True) * self.turns,
+            return [{"request_rate": rate,
+                     "warmup_requests": self.conversations_for_rate(rate, warmup=True) * self.turns,
                      "requests": self.conversations_for_rate(rate) * self.turns, "repeats": self.repeats}
                     for rate in self.arrival.request_rates]
         return [{"concurrency": c, "warmup_requests": self.warmup_for(c), "requests": self.requests_for(c),
@@ -843,7 +847,9 @@ async def _run_rate_level(runner: _LevelRunner, rate: float, progress: t.Callabl
     return level
 
 
-async def _sweep_rates(runner: _LevelRunner, sweep: dict, progress: t.Callable[[dict], None]) -> tuple[str | None, str | None]:
+async def _sweep_rates(runner: _LevelRunner, sweep: dict,
+                       progress: t.Callable[[dict], None]) -> tuple[str | None, str | None]:
+    """Append completed open-loop levels to ``sweep``; return the error that stopped the sweep and its kind."""
     config = runner.config
     for rate in config.arrival.request_rates:
         try:

@@ -85,7 +85,8 @@ def test_uniform_lengths_need_ordered_bounds_and_distribution_uniform() -> None:
 
 
 def test_length_file_lines_are_parsed_and_sampled_from() -> None:
-    lines = ['{"input_tokens": 812, "output_tokens": 164, "ts": 1733}\n', "\n", '{"input_tokens": 5, "output_tokens": 1}']
+    lines = ['{"input_tokens": 812, "output_tokens": 164, "ts": 1733}\n', "\n",
+             '{"input_tokens": 5, "output_tokens": 1}']
     samples = parse_length_lines(lines, "requests.jsonl")
     assert samples == ((812, 164), (5, 1))
     drawn = sample_lengths(Lengths(distribution="file", samples=samples), (1, 1), 500, random.Random(0))
