@@ -147,6 +147,8 @@ options:
     default: false
 notes:
   - Configs that fail to compile or run out of shared memory are skipped by the tuner itself.
+  - The action plugin passes each step after the plan to the module as a file in the task's remote tmp dir, so the
+    module runs as a task only, and not with C(become_user) of an unprivileged user other than the connection's.
   - Run the up kernel first; the down kernel needs its output as O(gate_up_config).
 seealso:
   - module: llmops.sglang.moe_configs
