@@ -69,7 +69,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import (
     SECONDS_PER_CONFIG, deployment_gpus, moe_estimate)
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import down_candidate_count
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import down_candidate_count
 
 
 def moe_cost_estimate(plan, workers=None, down=False, block_shape=None, seconds_per_config=None,

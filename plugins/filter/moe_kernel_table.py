@@ -67,7 +67,7 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import kernel_table
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_roofline import kernel_table
 
 # Bytes per expert weight element by the checkpoint dtype the kernel reads.
 WEIGHT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}

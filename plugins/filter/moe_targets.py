@@ -125,7 +125,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import moe_targets as _moe_targets
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import moe_targets as _moe_targets
 
 
 def moe_targets(model_config: Any, tp_size: int, ep_size: int = 1, device_name: str | None = None,

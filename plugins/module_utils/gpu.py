@@ -9,7 +9,7 @@ from __future__ import annotations
 import csv
 import io
 
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import device_name_for
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import device_name_for
 
 # nvidia-smi query fields and the fact names they become.
 QUERY_FIELDS = {

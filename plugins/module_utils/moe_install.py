@@ -21,7 +21,8 @@ from datetime import datetime, timezone
 from typing import NamedTuple
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import parse_config_file_name, triton_dir_for, validate_config
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import parse_config_file_name, triton_dir_for
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_validation import validate_config
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import (
     block_m_pairs, default_block_m, fallback_order, lookup, moe_rules)
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import Runner, probe_sglang

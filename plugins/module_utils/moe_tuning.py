@@ -1,7 +1,8 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Running SGLang's fused-MoE tuners as a resumable job: targets, batch sizes, search space,
-chunked tuner invocations, per-target checkpoints, the final output and progress lines.
+"""Running SGLang's fused-MoE tuners as a resumable job: chunked tuner invocations, the tuner's CLI,
+per-target checkpoints, the final output and progress lines (targets, batch sizes and the search space
+have their own files: moe_targets, moe_batch_sizes, moe_search_space).
 
 Private to the llmops.sglang collection. Stdlib only (runs on the managed hosts' python3). Processes
 are started only by :func:`run_tuner` and :func:`ray_cluster_gpus`; files are touched only by the
@@ -26,26 +27,12 @@ from typing import Any
 
 from ansible_collections.llmops.sglang.plugins.module_utils.action_request import read_request, request_file_name
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
-    DEFAULT_BATCH_SIZES,
-    auto_batch_sizes,
-    compute_bound_search_space,
-    down_tuner_arguments,
-    expected_tuner_output_name,
-    model_moe_shape,
-    moe_config_targets,
-    prefilter_search_space,
-    pruned_search_space,
-    reconcile_targets,
-    tuner_arguments,
-    validate_config,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import down_tuner_arguments
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_validation import validate_config
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import parse_help_flags
 
 MAIN_TUNER = "tuning_fused_moe_triton.py"
 DOWN_TUNER = "tune_down_moe.py"
-# Operand bytes (activations, weights) staged in shared memory per tuner --dtype; "auto" runs the checkpoint's width.
-_OPERAND_BYTES = {"fp8_w8a8": (1, 1), "int8_w8a8": (1, 1), "int8_w8a16": (2, 1), "int4_w4a16": (2, 0.5)}
 # Seconds between SIGTERM to the tuner's process group and SIGKILL (Ray shuts its local cluster down on SIGTERM).
 TERMINATE_GRACE_S = 10.0
 _ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*m")
@@ -89,129 +76,8 @@ class TuneError(ValueError):
 
 
 # ---------------------------------------------------------------------------------------------
-# Targets (the moe_targets filter)
+# Chunks, GPUs and where the Ray workers ran
 # ---------------------------------------------------------------------------------------------
-
-
-def moe_targets(
-    model_config: dict,
-    tp_size: int,
-    ep_size: int,
-    device_name: str,
-    triton_version: str,
-    missing: list[str],
-    dtype: str | None = None,
-    disable_shared_experts_fusion: bool = False,
-    per_channel_quant: bool = False,
-) -> dict[str, Any]:
-    """Targets confirmed by both sources, and the tuner arguments that produce the up target's name.
-
-    Raises ValueError when the server reported missing configs the derivation does not explain (or
-    the other way round), or when the tuner would write another name than the server looks up.
-    """
-    derived = moe_config_targets(
-        model_config, tp_size, ep_size, device_name, triton_version, dtype, disable_shared_experts_fusion,
-        per_channel_quant,
-    )
-    report = reconcile_targets(derived, missing)
-    if (missing and not report["agree"] and not disable_shared_experts_fusion
-            and model_moe_shape(model_config)["shared_expert_fusable"]):
-        # The server decides at load time whether it fuses the shared expert; the names it logged are the truth.
-        unfused = moe_config_targets(model_config, tp_size, ep_size, device_name, triton_version, dtype, True,
-                                     per_channel_quant)
-        unfused_report = reconcile_targets(unfused, missing)
-        if unfused_report["agree"]:
-            derived, report, disable_shared_experts_fusion = unfused, unfused_report, True
-            report["message"] += (f"; the server did not fuse the shared expert (it looks up E={unfused[0]['E']}), "
-                                  "so the tuner runs with --disable-shared-experts-fusion")
-    if missing and not report["agree"]:
-        raise ValueError(report["message"])
-    up_name = next(target["file_name"] for target in derived if target["kernel"] == "up")
-    tuner_args = tuner_arguments(derived[0]["dtype"], per_channel_quant, disable_shared_experts_fusion)
-    expected = expected_tuner_output_name(model_config, tp_size, ep_size, device_name, tuner_args)
-    if expected != up_name:
-        raise ValueError(
-            f"with {' '.join(tuner_args)} the tuner would write {expected}, but the server looks up {up_name}; "
-            "tuning would produce a file the server never reads"
-        )
-    if not missing:
-        report["message"] = (
-            "the server reported no missing MoE configs: nothing to tune "
-            f"(derived names: {', '.join(target['file_name'] for target in derived)})"
-        )
-    return {**report, "derived": derived, "tuner_args": tuner_args, "expected_tuner_output": expected}
-
-
-# ---------------------------------------------------------------------------------------------
-# Batch sizes and search space
-# ---------------------------------------------------------------------------------------------
-
-
-def resolve_batch_sizes(
-    batch_sizes: Any,
-    max_running_requests: int | None = None,
-    speculative_num_draft_tokens: int | None = None,
-    chunked_prefill_size: int | None = None,
-) -> dict[str, Any]:
-    """``batch_sizes`` option -> ``{batch_sizes, reason}``: None = SGLang's defaults, "auto", or a list."""
-    if batch_sizes is None:
-        return {"batch_sizes": list(DEFAULT_BATCH_SIZES), "reason": "SGLang's default batch sizes (get_default_batch_sizes)"}
-    if batch_sizes == "auto":
-        if max_running_requests is None:
-            raise ValueError(
-                "max_running_requests: required with batch_sizes=auto; pass the server's effective value "
-                "(server_facts: facts.max_running_requests)"
-            )
-        auto = auto_batch_sizes(max_running_requests, speculative_num_draft_tokens, chunked_prefill_size)
-        return {"batch_sizes": auto["batch_sizes"], "reason": auto["reasoning"]}
-    try:
-        sizes = sorted({int(size) for size in batch_sizes}) if not isinstance(batch_sizes, str) else []
-    except (TypeError, ValueError):
-        sizes = []
-    if not sizes or sizes[0] < 1:
-        raise ValueError(f"batch_sizes: {batch_sizes!r} must be a non-empty list of positive integers or 'auto'")
-    return {"batch_sizes": sizes, "reason": "given explicitly"}
-
-
-def operand_bytes(tuner_dtype: str, checkpoint_dtype: str) -> tuple[float, float]:
-    """(activation, weight) bytes per element the kernel stages through shared memory."""
-    if tuner_dtype in _OPERAND_BYTES:
-        return _OPERAND_BYTES[tuner_dtype]
-    width = 4 if checkpoint_dtype == "float32" else 2
-    return width, width
-
-
-# search_space modes that prune the tuner's space before any compile (docs/run-directory.md, "MoE search spaces").
-PRUNINGS = {"prefiltered": prefilter_search_space, "pruned": pruned_search_space}
-
-
-def search_space_plan(
-    mode: str, block_shape: list[int] | None, smem_per_block: int | None, operands: tuple[float, float]
-) -> dict[str, Any]:
-    """``full``, ``prefiltered`` or ``pruned`` search space: counts, and the configs to write (None = the tuner's
-    own)."""
-    space = compute_bound_search_space(block_shape)
-    if mode == "full":
-        return {"mode": "full", "total": len(space), "kept": len(space), "dropped": 0, "configs": None}
-    if not smem_per_block:
-        raise ValueError(
-            f"smem_per_block: required with search_space={mode}; pass the GPU's shared memory per block "
-            "in bytes (101376 on SM120/SM89, 232448 on SM90/SM100)"
-        )
-    kept, dropped = PRUNINGS[mode](space, smem_per_block, *operands)
-    return {"mode": mode, "total": len(space), "kept": len(kept), "dropped": dropped, "configs": kept}
-
-
-def read_search_space_file(path: str) -> list[dict]:
-    """A user's ``--search-space-file``: a JSON list of config objects."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            configs = json.load(handle)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"search_space: cannot read {path} as JSON: {exc}") from None
-    if not isinstance(configs, list) or not configs or not all(isinstance(config, dict) for config in configs):
-        raise ValueError(f"search_space: {path} must hold a non-empty JSON list of Triton config objects")
-    return configs
 
 
 def chunks(batch_sizes: list[int], size: int) -> list[list[int]]:

@@ -318,16 +318,19 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu import parse_query_gpu, query_gpu_argv
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
-    compute_bound_search_space, expected_down_tuner_output_name, expected_tuner_output_name, model_moe_shape, parse_tuner_benchmark_output,
-    parse_tuner_tune_output, tuner_options, validate_config)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_batch_sizes import resolve_batch_sizes
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_bytes
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import (
+    PRUNINGS, compute_bound_search_space, operand_bytes, read_search_space_file, search_space_plan)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_shapes import model_moe_shape
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import (
+    expected_down_tuner_output_name, expected_tuner_output_name, tuner_options)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuner_output import parse_tuner_benchmark_output, parse_tuner_tune_output
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
-    DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail,
-    PRUNINGS, merge_into_checkpoint, operand_bytes, ray_cluster_gpus, ray_workers, read_checkpoint, read_search_space_file,
-    read_tuner_cli,
-    resolve_batch_sizes, run_tuner, search_space_plan, sha256_of, size_runs, step_request, tuner_command,
-    tuner_device_name, tuner_environment, visible_gpu_count)
+    DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail, merge_into_checkpoint,
+    ray_cluster_gpus, ray_workers, read_checkpoint, read_tuner_cli, run_tuner, sha256_of, size_runs, step_request,
+    tuner_command, tuner_device_name, tuner_environment, visible_gpu_count)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_validation import validate_config
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import Work, guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
 

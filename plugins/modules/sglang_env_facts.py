@@ -84,7 +84,8 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import model_moe_shape, triton_dir_for
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import triton_dir_for
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_shapes import model_moe_shape
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import renew_leases

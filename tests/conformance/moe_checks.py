@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils import moe_rules
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import config_file_name, parse_config_file_name
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import config_file_name, parse_config_file_name
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import size_runs, tuner_cli, tuner_command
 from tests.conformance.conftest import extracted
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import moe_rules
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import config_file_name
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import config_file_name
 from tests.conformance.moe_checks import (
     ENTRY, INSTALLED_TRITON, TREE, TUNER_CLI, check_moe_lookup, check_tuner_driving, run_real, write_tree)
 from tests.emulator.profiles import profile_document

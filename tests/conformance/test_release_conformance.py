@@ -87,7 +87,7 @@ def test_moe_lines_the_releases_lookup_code_logs(version, tmp_path):
     """The release's own fused_moe_triton_config.py runs (tests/conformance/moe_checks.run_real) on a tree with an
     up file and no down file for one shape and nothing for another; what it logs, parsed, says which kernel's
     file was used or missing (item 5: 0.5.16+ reuse the up config for a missing down file and say so)."""
-    from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import config_file_name
+    from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import config_file_name
     from tests.conformance.moe_checks import DEVICE, run_real
 
     exact = tmp_path / "configs" / "triton_3_6_0"

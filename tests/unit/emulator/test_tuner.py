@@ -42,7 +42,7 @@ from sglang._emulator.kernels import (  # noqa: E402
 )
 from sglang._emulator.profile import ProfileError, load_profile  # noqa: E402
 
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import ray_workers  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import ray_workers
 
 SRC = EMULATOR / "sglang_src"
 TUNER_DIR = Path("benchmark") / "kernels" / "fused_moe_triton"

@@ -7,7 +7,7 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter.moe_kernel_table import moe_kernel_table
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import moe_roofline
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_roofline import moe_roofline
 
 # Qwen3.5-122B-A10B (tests/emulator/models) at TP=4 on an RTX PRO 6000 (1792 GB/s).
 SHAPE = {"num_experts": 256, "topk": 8, "hidden_size": 3072, "moe_intermediate_size": 1024, "dtype": "bfloat16",

@@ -1,6 +1,6 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""The moe_targets filter: thin over module_utils.moe_tuning.moe_targets, errors as AnsibleFilterError, docs."""
+"""The moe_targets filter: thin over module_utils.moe_targets.moe_targets, errors as AnsibleFilterError, docs."""
 from __future__ import annotations
 
 import json

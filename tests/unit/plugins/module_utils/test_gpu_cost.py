@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import gpu_cost
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
-    compute_bound_search_space, down_candidate_count, pruned_search_space)
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import search_space_plan
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import (
+    compute_bound_search_space, down_candidate_count, pruned_search_space, search_space_plan)
 
 H200_SMEM, SM120_SMEM = 232448, 101376
 

@@ -1,6 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Unit tests for plugins/module_utils/moe_configs.py.
+"""Unit tests for the fused-MoE config concerns of plugins/module_utils: moe_names.py, moe_shapes.py,
+moe_targets.py, moe_validation.py, moe_search_space.py, moe_batch_sizes.py, moe_roofline.py, moe_tuner_output.py.
 
 Fixtures live in tests/fixtures/moe_configs/ (see its README for the upstream provenance).
 Roofline expectations are the figures of the project's benchmarking reference, section C.
@@ -12,29 +13,18 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
-    DEFAULT_BATCH_SIZES,
-    auto_batch_sizes,
-    checkpoint_dtype_selector,
-    compute_bound_search_space,
-    config_file_name,
-    device_name_for,
-    expected_tuner_output_name,
-    kernel_table,
-    model_moe_shape,
-    moe_config_targets,
-    moe_roofline,
-    parse_config_file_name,
-    parse_down_tuner_output,
-    parse_tuner_benchmark_output,
-    parse_tuner_tune_output,
-    prefilter_search_space,
-    reconcile_targets,
-    smem_bytes,
-    triton_dir_for,
-    tuner_arguments,
-    validate_config,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_batch_sizes import DEFAULT_BATCH_SIZES, auto_batch_sizes
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import (
+    config_file_name, device_name_for, parse_config_file_name, triton_dir_for)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_roofline import kernel_table, moe_roofline
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import (
+    compute_bound_search_space, prefilter_search_space, smem_bytes)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_shapes import checkpoint_dtype_selector, model_moe_shape
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import (
+    expected_tuner_output_name, moe_config_targets, reconcile_targets, tuner_arguments)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuner_output import (
+    parse_down_tuner_output, parse_tuner_benchmark_output, parse_tuner_tune_output)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_validation import validate_config
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
 H200_UP = "E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"

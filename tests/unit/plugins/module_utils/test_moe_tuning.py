@@ -1,6 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Unit tests for plugins/module_utils/moe_tuning.py and the down-tuner names of moe_configs.py.
+"""Unit tests for plugins/module_utils/moe_tuning.py, moe_batch_sizes.py, the search-space plan of
+moe_search_space.py and moe_targets.py (the moe_targets filter's logic, the down-tuner names).
 
 Model configs are the fixtures of tests/fixtures/moe_configs/hf_configs (real checkpoints' config.json).
 """
@@ -15,36 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_configs import (
-    DEFAULT_BATCH_SIZES,
-    down_tuner_arguments,
-    expected_down_tuner_output_name,
-    moe_config_targets,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_batch_sizes import DEFAULT_BATCH_SIZES, resolve_batch_sizes
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import operand_bytes, read_search_space_file, search_space_plan
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import (
+    down_tuner_arguments, expected_down_tuner_output_name, moe_config_targets, moe_targets)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
-    TunerRun,
-    chunks,
-    final_output,
-    fingerprint,
-    log_tail,
-    merge_into_checkpoint,
-    moe_targets,
-    operand_bytes,
-    progress_entry,
-    progress_line,
-    ray_cluster_gpus,
-    read_checkpoint,
-    read_search_space_file,
-    resolve_batch_sizes,
-    run_tuner,
-    search_space_plan,
-    size_runs,
-    tuner_cli,
-    tuner_command,
-    tuner_device_name,
-    tuner_environment,
-    visible_gpu_count,
-)
+    chunks, final_output, fingerprint, log_tail, merge_into_checkpoint, progress_entry, progress_line,
+    ray_cluster_gpus, read_checkpoint, run_tuner, size_runs, tuner_cli, tuner_command, tuner_device_name,
+    tuner_environment, TunerRun, visible_gpu_count)
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
 RTX_PRO = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
