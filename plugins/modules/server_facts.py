@@ -88,71 +88,8 @@ log_lines:
   type: int
 """
 
-import json
-import os
-from urllib.error import HTTPError, URLError
-
 from ansible.module_utils.basic import AnsibleModule
-from ansible.module_utils.urls import open_url
-from ansible_collections.llmops.sglang.plugins.module_utils.secrets import mask_secrets
-from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
-from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import invocation_log, unit_state
-
-# /server_info fields that restate a startup fact: fact -> getter on the document.
-SERVER_INFO_FACTS = {
-    "max_total_num_tokens": lambda info: info.get("max_total_num_tokens"),
-    "max_running_requests": lambda info: (info.get("internal_states") or [{}])[0].get("effective_max_running_requests_per_dp"),
-    "context_len": lambda info: info.get("max_req_input_len") and None,  # not the same quantity; never merged
-    "tp_size": lambda info: info.get("tp_size"),
-    "model_path": lambda info: info.get("model_path"),
-}
-
-
-def read_api_key(env_dir: str, name: str | None) -> str | None:
-    if not name:
-        return None
-    try:
-        with open(os.path.join(env_dir, f"{name}.env"), encoding="utf-8") as handle:
-            for line in handle:
-                key, sep, value = line.strip().partition("=")
-                if sep and key == "SGLANG_API_KEY":
-                    return value
-    except OSError:
-        return None
-    return None
-
-
-def fetch_server_info(url: str, api_key: str | None, timeout: float) -> dict | None:
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    for path in ("/server_info", "/get_server_info"):
-        try:
-            with open_url(url.rstrip("/") + path, headers=headers, timeout=timeout) as response:
-                return json.loads(response.read())
-        except HTTPError as exc:
-            if exc.code == 401:
-                raise PermissionError(f"{url}{path} answered 401: set api_key (or the service's EnvironmentFile)") from exc
-            if exc.code != 404:
-                return None
-        except (URLError, OSError, ValueError):
-            return None
-    return None
-
-
-def merge(facts: dict, server_info: dict | None) -> tuple[dict, dict, list]:
-    merged = dict(facts)
-    sources = {key: "log" for key in facts}
-    mismatches = []
-    for key, getter in SERVER_INFO_FACTS.items():
-        value = getter(server_info) if server_info else None
-        if value is None:
-            continue
-        if key not in facts:
-            merged[key], sources[key] = value, "server_info"
-        elif facts[key] == value:
-            sources[key] = "log+server_info"
-        else:
-            mismatches.append({"fact": key, "log": facts[key], "server_info": value})
-    return merged, sources, mismatches
+from ansible_collections.llmops.sglang.plugins.module_utils._server_facts import server_facts
 
 
 def main() -> None:
@@ -169,30 +106,15 @@ def main() -> None:
         required_one_of=[("name", "log_file")],
         supports_check_mode=True,
     )
-    params = module.params
-    result = {"changed": False}
 
     def run(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""})
 
     try:
-        if params["log_file"]:
-            with open(params["log_file"], encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
-        else:
-            state = unit_state(run, f"{params['name']}.service")
-            if not state.invocation_id:
-                module.fail_json(msg=f"name: {params['name']}.service has never been started on this host")
-            result["invocation_id"] = state.invocation_id
-            text = invocation_log(run, state.invocation_id)
-        api_key = params["api_key"] or read_api_key(params["env_dir"], params["name"])
-        server_info = fetch_server_info(params["url"], api_key, params["timeout"]) if params["url"] else None
+        result = server_facts(module.params, run)
     except (OSError, RuntimeError, PermissionError) as exc:
         module.fail_json(msg=str(exc))
-    facts, sources, mismatches = merge(parse_startup_log(text), server_info)
-    module.exit_json(**mask_secrets({"facts": facts, "sources": sources, "mismatches": mismatches,
-                                     "server_info": server_info, "log_lines": text.count("\n"), **result},
-                                    [api_key]))
+    module.exit_json(**result)
 
 
 if __name__ == "__main__":
