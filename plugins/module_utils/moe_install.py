@@ -132,12 +132,12 @@ def validation_report(requested: list[RequestedConfig], rules: dict, install_dir
         if up_name in seen and up_name not in parsed:
             continue  # the up file itself is refused above
         up = parsed.get(up_name) if up_name in seen else _up_the_server_loads(install_dir, up_name, rules)
-        problems = pair_problems(name, up, down, rules)
+        problems = _pair_problems(name, up, down, rules)
         (errors if rules["block_m_mismatch"] == "assert" else warnings).extend(problems)
     return errors, warnings
 
 
-def pair_problems(down_name: str, up: dict | None, down: dict, rules: dict) -> list[str]:
+def _pair_problems(down_name: str, up: dict | None, down: dict, rules: dict) -> list[str]:
     """The token counts where the server would pair different BLOCK_SIZE_M, said as the release handles it."""
     fields = parse_config_file_name(down_name)
     mismatches = block_m_pairs(

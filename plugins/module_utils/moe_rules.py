@@ -48,7 +48,7 @@ CHECKED_RELEASES = tuple(f"0.5.{patch}" for patch in range(10, 24))  # every rel
 _VERSION = re.compile(r"^v?(\d+)\.(\d+)\.(\d+)")
 
 
-def release_key(version: str) -> tuple[int, int, int]:
+def _release_key(version: str) -> tuple[int, int, int]:
     match = _VERSION.match(str(version).strip())
     if not match:
         raise ValueError(f"sglang version {version!r} is not a release version (X.Y.Z)")
@@ -60,7 +60,7 @@ def moe_rules(version: str) -> dict[str, Any]:
 
     Raises ValueError for a release older than the oldest one checked: its lookup is not known here.
     """
-    key = release_key(version)
+    key = _release_key(version)
     first = RULE_CHANGES[0][0]
     if key < first:
         raise ValueError(f"sglang {version} is older than {'.'.join(map(str, first))}, the oldest release whose MoE "
@@ -70,12 +70,12 @@ def moe_rules(version: str) -> dict[str, Any]:
         if key >= since:
             rules.update(changes)
     checked = ".".join(map(str, key)) in CHECKED_RELEASES
-    newest = max(CHECKED_RELEASES, key=release_key)
+    newest = max(CHECKED_RELEASES, key=_release_key)
     note = None
     if not checked:
         note = (f"sglang {version} was not checked; its rules are those of the releases around it"
                 + (f" (newer than {newest}, the newest checked: re-run the conformance tests for it)"
-                   if key > release_key(newest) else ""))
+                   if key > _release_key(newest) else ""))
     return {"version": version, **rules, "checked": checked, "note": note}
 
 
