@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_batch_sizes import DEFAULT_BATCH_SIZES, auto_batch_sizes
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_batch_sizes import DEFAULT_BATCH_SIZES, auto_batch_sizes, resolve_batch_sizes
 
 
 def test_default_batch_sizes_match_the_tuner():
@@ -41,3 +41,24 @@ def test_auto_batch_sizes_rejects_nonsense():
         auto_batch_sizes(0, None, 8192)
     with pytest.raises(ValueError, match="speculative_num_draft_tokens=0"):
         auto_batch_sizes(8, 0, 8192)
+
+
+def test_batch_sizes_default_auto_and_explicit():
+    assert resolve_batch_sizes(None) == {"batch_sizes": list(DEFAULT_BATCH_SIZES),
+                                         "reason": "SGLang's default batch sizes (get_default_batch_sizes)"}
+    auto = resolve_batch_sizes("auto", 48, 4, 8192)
+    assert auto["batch_sizes"][-1] == 8192 and 192 in auto["batch_sizes"]
+    assert "48 running requests x 4 draft tokens" in auto["reason"]
+    assert resolve_batch_sizes(["64", 1, 8, 8]) == {"batch_sizes": [1, 8, 64], "reason": "given explicitly"}
+
+
+@pytest.mark.parametrize(("value", "message"), [
+    ("auto", "max_running_requests: required with batch_sizes=auto"),
+    ([], "batch_sizes: [] must be"),
+    ([0, 4], "batch_sizes: [0, 4] must be"),
+    ("some", "batch_sizes: 'some' must be"),
+    (["x"], "batch_sizes: ['x'] must be"),
+])
+def test_batch_sizes_rejects(value, message):
+    with pytest.raises(ValueError, match=f"^{message}".replace("[", r"\[").replace("]", r"\]")):
+        resolve_batch_sizes(value)

@@ -1,16 +1,27 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Unit tests for plugins/module_utils/moe_targets.py.
+"""Unit tests for plugins/module_utils/moe_targets.py (the moe_targets filter's logic among them).
 
 Fixtures live in tests/fixtures/moe_configs/ (see its README for the upstream provenance).
 """
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import (
-    expected_tuner_output_name, moe_config_targets, reconcile_targets, tuner_arguments)
-from tests.unit.plugins.module_utils.moe_fixtures import CONFIG_ROOT, H200_DOWN, H200_UP, RTX_PRO, hf, upstream_names
+    down_tuner_arguments, expected_down_tuner_output_name, expected_tuner_output_name, moe_config_targets,
+    moe_targets, reconcile_targets, tuner_arguments)
+from tests.unit.plugins.module_utils.moe_fixtures import (
+    CONFIG_ROOT, FIXTURES, H200_DOWN, H200_UP, RTX_PRO, hf, upstream_names)
+
+QWEN_TP4_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
+QWEN_TP4_DOWN = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
+
+
+def _logged(names: list[str], triton_dir: str = "triton_3_6_0") -> list[str]:
+    return [f"{CONFIG_ROOT}/{triton_dir}/{name}" for name in names]
 
 
 # --- targets ---------------------------------------------------------------------------------
@@ -175,3 +186,85 @@ def test_reconcile_detects_triton_version_mismatch():
     assert result["agree"] is False
     assert result["targets"] == []
     assert len(result["only_in_log"]) == 2 and len(result["only_derived"]) == 2
+
+
+# --- the moe_targets filter's logic and the down tuner's names ---------------------------------
+
+
+def test_targets_agree_with_the_log_of_every_rank():
+    result = moe_targets(hf("qwen3_5_moe_style_bf16"), 4, 1, RTX_PRO, "3.6.0", _logged([QWEN_TP4_UP, QWEN_TP4_DOWN]) * 4)
+    assert result["agree"] is True
+    assert [(t["kernel"], t["file_name"], t["install_dir"]) for t in result["targets"]] == [
+        ("up", QWEN_TP4_UP, f"{CONFIG_ROOT}/triton_3_6_0"), ("down", QWEN_TP4_DOWN, f"{CONFIG_ROOT}/triton_3_6_0")]
+    assert result["tuner_args"] == ["--dtype", "auto"]
+    assert result["expected_tuner_output"] == QWEN_TP4_UP
+    assert [t["file_name"] for t in result["derived"]] == [QWEN_TP4_UP, QWEN_TP4_DOWN]
+
+
+def test_targets_disagreement_fails_with_both_lists():
+    # The server ran with --disable-shared-experts-fusion, the derivation assumed fusion (E=257).
+    logged = _logged(["E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"], "triton_3_5_1")
+    with pytest.raises(ValueError) as raised:
+        moe_targets(hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.5.1", logged)
+    message = str(raised.value)
+    assert "disagree" in message and logged[0] in message
+    assert "triton_3_5_1/E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json" in message
+
+
+def test_targets_fp8_checkpoint_gets_an_explicit_tuner_dtype():
+    derived = moe_config_targets(hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.5.1")
+    result = moe_targets(hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.5.1",
+                         _logged([t["file_name"] for t in derived], "triton_3_5_1"))
+    assert result["tuner_args"] == ["--dtype", "fp8_w8a8"]
+    assert result["expected_tuner_output"] == derived[0]["file_name"]
+
+
+def test_targets_tuner_cannot_write_the_looked_up_name():
+    # A float32 selector for a BF16 checkpoint: the tuner's --dtype auto yields no selector at all.
+    with pytest.raises(ValueError) as raised:
+        moe_targets(hf("qwen3_5_moe_style_bf16"), 4, 1, RTX_PRO, "3.6.0", [], dtype="float32")
+    message = str(raised.value)
+    assert f"would write {QWEN_TP4_UP}" in message
+    assert "looks up E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,dtype=float32.json" in message
+
+
+def test_targets_nothing_missing_is_a_no_op():
+    result = moe_targets(hf("qwen3_5_moe_style_bf16"), 4, 1, RTX_PRO, "3.6.0", [])
+    assert result["targets"] == []
+    assert result["message"].startswith("the server reported no missing MoE configs: nothing to tune")
+    assert QWEN_TP4_UP in result["message"]
+
+
+def test_down_tuner_arguments_always_pass_dtype_and_drop_per_channel():
+    assert down_tuner_arguments([]) == ["--dtype", "auto"]
+    assert down_tuner_arguments(["--dtype", "fp8_w8a8", "--per-channel-quant", "--disable-shared-experts-fusion"]) == [
+        "--dtype", "fp8_w8a8", "--disable-shared-experts-fusion"]
+
+
+def test_expected_down_name_matches_the_servers_down_target():
+    for model, tp, gpu, args in (("qwen3_5_moe_style_bf16", 4, RTX_PRO, ["--dtype", "auto"]),
+                                 ("deepseek_v3_fp8", 8, "NVIDIA H200", ["--dtype", "fp8_w8a8"])):
+        down = moe_config_targets(hf(model), tp, 1, gpu, "3.6.0")[1]["file_name"]
+        assert expected_down_tuner_output_name(hf(model), tp, 1, gpu, args) == down
+
+
+def test_expected_down_name_never_carries_per_channel_quant():
+    target = moe_config_targets(hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.6.0", per_channel_quant=True)[1]
+    name = expected_down_tuner_output_name(hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", ["--dtype", "fp8_w8a8", "--per-channel-quant"])
+    assert "per_channel_quant" in target["file_name"] and "per_channel_quant" not in name
+
+
+def test_the_servers_missing_names_settle_shared_expert_fusion():
+    """DeepSeek-V3 fuses its shared expert by default (E=257 at EP1); a server that did not (hardware, parallelism)
+    logs E=256 names: those are the truth, and the tuner is told --disable-shared-experts-fusion."""
+    config = json.loads((FIXTURES / "hf_configs" / "deepseek_v3_fp8.json").read_text())
+    root = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_6_0"
+    names = ["E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json",
+             "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128]_down.json"]
+    result = moe_targets(config, 8, 1, "NVIDIA H200", "3.6.0", [f"{root}/{name}" for name in names], dtype="fp8_w8a8")
+    assert result["agree"] and [t["file_name"] for t in result["targets"]] == names
+    assert "--disable-shared-experts-fusion" in result["tuner_args"] and result["expected_tuner_output"] == names[0]
+    assert "the server did not fuse the shared expert (it looks up E=256)" in result["message"]
+    fused = moe_targets(config, 8, 1, "NVIDIA H200", "3.6.0", [f"{root}/{name.replace('E=256', 'E=257')}" for name in names],
+                        dtype="fp8_w8a8")
+    assert "--disable-shared-experts-fusion" not in fused["tuner_args"]

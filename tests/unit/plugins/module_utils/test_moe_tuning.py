@@ -1,10 +1,6 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Unit tests for plugins/module_utils/moe_tuning.py, moe_batch_sizes.py, the search-space plan of
-moe_search_space.py and moe_targets.py (the moe_targets filter's logic, the down-tuner names).
-
-Model configs are the fixtures of tests/fixtures/moe_configs/hf_configs (real checkpoints' config.json).
-"""
+"""Unit tests for plugins/module_utils/moe_tuning.py."""
 from __future__ import annotations
 
 import importlib.util
@@ -16,157 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_batch_sizes import DEFAULT_BATCH_SIZES, resolve_batch_sizes
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import operand_bytes, read_search_space_file, search_space_plan
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import (
-    down_tuner_arguments, expected_down_tuner_output_name, moe_config_targets, moe_targets)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     chunks, final_output, fingerprint, log_tail, merge_into_checkpoint, progress_entry, progress_line,
     ray_cluster_gpus, read_checkpoint, run_tuner, size_runs, tuner_cli, tuner_command, tuner_device_name,
     tuner_environment, TunerRun, visible_gpu_count)
 
-FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
-RTX_PRO = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 RTX_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
-RTX_DOWN = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
-CONFIG_ROOT = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
 ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}
 
 
-def _hf(name: str) -> dict:
-    return json.loads((FIXTURES / "hf_configs" / f"{name}.json").read_text())
-
-
-def _logged(names: list[str], triton_dir: str = "triton_3_6_0") -> list[str]:
-    return [f"{CONFIG_ROOT}/{triton_dir}/{name}" for name in names]
-
-
-# --- targets (the moe_targets filter) -----------------------------------------------------------
-
-
-def test_targets_agree_with_the_log_of_every_rank():
-    result = moe_targets(_hf("qwen3_5_moe_style_bf16"), 4, 1, RTX_PRO, "3.6.0", _logged([RTX_UP, RTX_DOWN]) * 4)
-    assert result["agree"] is True
-    assert [(t["kernel"], t["file_name"], t["install_dir"]) for t in result["targets"]] == [
-        ("up", RTX_UP, f"{CONFIG_ROOT}/triton_3_6_0"), ("down", RTX_DOWN, f"{CONFIG_ROOT}/triton_3_6_0")]
-    assert result["tuner_args"] == ["--dtype", "auto"]
-    assert result["expected_tuner_output"] == RTX_UP
-    assert [t["file_name"] for t in result["derived"]] == [RTX_UP, RTX_DOWN]
-
-
-def test_targets_disagreement_fails_with_both_lists():
-    # The server ran with --disable-shared-experts-fusion, the derivation assumed fusion (E=257).
-    logged = _logged(["E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json"], "triton_3_5_1")
-    with pytest.raises(ValueError) as raised:
-        moe_targets(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.5.1", logged)
-    message = str(raised.value)
-    assert "disagree" in message and logged[0] in message
-    assert "triton_3_5_1/E=257,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json" in message
-
-
-def test_targets_fp8_checkpoint_gets_an_explicit_tuner_dtype():
-    derived = moe_config_targets(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.5.1")
-    result = moe_targets(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.5.1",
-                         _logged([t["file_name"] for t in derived], "triton_3_5_1"))
-    assert result["tuner_args"] == ["--dtype", "fp8_w8a8"]
-    assert result["expected_tuner_output"] == derived[0]["file_name"]
-
-
-def test_targets_tuner_cannot_write_the_looked_up_name():
-    # A float32 selector for a BF16 checkpoint: the tuner's --dtype auto yields no selector at all.
-    with pytest.raises(ValueError) as raised:
-        moe_targets(_hf("qwen3_5_moe_style_bf16"), 4, 1, RTX_PRO, "3.6.0", [], dtype="float32")
-    message = str(raised.value)
-    assert f"would write {RTX_UP}" in message
-    assert "looks up E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition,dtype=float32.json" in message
-
-
-def test_targets_nothing_missing_is_a_no_op():
-    result = moe_targets(_hf("qwen3_5_moe_style_bf16"), 4, 1, RTX_PRO, "3.6.0", [])
-    assert result["targets"] == []
-    assert result["message"].startswith("the server reported no missing MoE configs: nothing to tune")
-    assert RTX_UP in result["message"]
-
-
-# --- down tuner names -----------------------------------------------------------------------------
-
-
-def test_down_tuner_arguments_always_pass_dtype_and_drop_per_channel():
-    assert down_tuner_arguments([]) == ["--dtype", "auto"]
-    assert down_tuner_arguments(["--dtype", "fp8_w8a8", "--per-channel-quant", "--disable-shared-experts-fusion"]) == [
-        "--dtype", "fp8_w8a8", "--disable-shared-experts-fusion"]
-
-
-def test_expected_down_name_matches_the_servers_down_target():
-    for model, tp, gpu, args in (("qwen3_5_moe_style_bf16", 4, RTX_PRO, ["--dtype", "auto"]),
-                                 ("deepseek_v3_fp8", 8, "NVIDIA H200", ["--dtype", "fp8_w8a8"])):
-        down = moe_config_targets(_hf(model), tp, 1, gpu, "3.6.0")[1]["file_name"]
-        assert expected_down_tuner_output_name(_hf(model), tp, 1, gpu, args) == down
-
-
-def test_expected_down_name_never_carries_per_channel_quant():
-    target = moe_config_targets(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", "3.6.0", per_channel_quant=True)[1]
-    name = expected_down_tuner_output_name(_hf("deepseek_v3_fp8"), 8, 1, "NVIDIA H200", ["--dtype", "fp8_w8a8", "--per-channel-quant"])
-    assert "per_channel_quant" in target["file_name"] and "per_channel_quant" not in name
-
-
-# --- batch sizes, search space, chunks -----------------------------------------------------------
-
-
-def test_batch_sizes_default_auto_and_explicit():
-    assert resolve_batch_sizes(None) == {"batch_sizes": list(DEFAULT_BATCH_SIZES),
-                                         "reason": "SGLang's default batch sizes (get_default_batch_sizes)"}
-    auto = resolve_batch_sizes("auto", 48, 4, 8192)
-    assert auto["batch_sizes"][-1] == 8192 and 192 in auto["batch_sizes"]
-    assert "48 running requests x 4 draft tokens" in auto["reason"]
-    assert resolve_batch_sizes(["64", 1, 8, 8]) == {"batch_sizes": [1, 8, 64], "reason": "given explicitly"}
-
-
-@pytest.mark.parametrize(("value", "message"), [
-    ("auto", "max_running_requests: required with batch_sizes=auto"),
-    ([], "batch_sizes: [] must be"),
-    ([0, 4], "batch_sizes: [0, 4] must be"),
-    ("some", "batch_sizes: 'some' must be"),
-    (["x"], "batch_sizes: ['x'] must be"),
-])
-def test_batch_sizes_rejects(value, message):
-    with pytest.raises(ValueError, match=f"^{message}".replace("[", r"\[").replace("]", r"\]")):
-        resolve_batch_sizes(value)
-
-
-def test_operand_bytes_per_tuner_dtype():
-    assert operand_bytes("auto", "bfloat16") == (2, 2)
-    assert operand_bytes("auto", "float32") == (4, 4)
-    assert operand_bytes("fp8_w8a8", "bfloat16") == (1, 1)
-    assert operand_bytes("int4_w4a16", "bfloat16") == (2, 0.5)
-
-
-def test_search_space_full_and_prefiltered_for_sm120_bf16():
-    full = search_space_plan("full", None, None, (2, 2))
-    assert full == {"mode": "full", "total": 1920, "kept": 1920, "dropped": 0, "configs": None}
-    pre = search_space_plan("prefiltered", None, 101376, (2, 2))
-    assert pre["total"] == 1920 and pre["kept"] + pre["dropped"] == 1920 and 0 < pre["dropped"] < 1920
-    assert len(pre["configs"]) == pre["kept"]
-    worst = max((c["num_stages"] - 1) * c["BLOCK_SIZE_K"] * (c["BLOCK_SIZE_M"] + c["BLOCK_SIZE_N"]) * 2 for c in pre["configs"])
-    assert worst <= 101376
-    block = search_space_plan("prefiltered", [128, 128], 101376, (1, 1))
-    assert block["total"] == 1280
-
-
-def test_prefiltered_needs_the_smem_limit():
-    with pytest.raises(ValueError, match="^smem_per_block: required with search_space=prefiltered"):
-        search_space_plan("prefiltered", None, None, (2, 2))
-
-
-def test_search_space_file_must_be_a_list_of_configs(tmp_path):
-    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
-    good.write_text(json.dumps([ENTRY]))
-    bad.write_text(json.dumps({"configs": [ENTRY]}))
-    assert read_search_space_file(str(good)) == [ENTRY]
-    with pytest.raises(ValueError, match="non-empty JSON list"):
-        read_search_space_file(str(bad))
-    with pytest.raises(ValueError, match="cannot read"):
-        read_search_space_file(str(tmp_path / "absent.json"))
+# --- chunks and GPUs --------------------------------------------------------------------------------
 
 
 def test_chunks_and_gpu_counts():
@@ -382,22 +237,6 @@ def test_progress_eta_counts_only_batch_sizes_tuned_in_this_run():
     assert line == (f"moe_tune [gpu1] up {RTX_UP}: 10/18 batch sizes (just tuned [16, 24, 32, 48]), "
                     "elapsed 0:01:40, ETA 0:03:20")
     assert progress_entry([1], 1, 1, 3.0, 0)["eta_s"] is None
-
-
-def test_the_servers_missing_names_settle_shared_expert_fusion():
-    """DeepSeek-V3 fuses its shared expert by default (E=257 at EP1); a server that did not (hardware, parallelism)
-    logs E=256 names: those are the truth, and the tuner is told --disable-shared-experts-fusion."""
-    config = json.loads((FIXTURES / "hf_configs" / "deepseek_v3_fp8.json").read_text())
-    root = "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_6_0"
-    names = ["E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128].json",
-             "E=256,N=256,device_name=NVIDIA_H200,dtype=fp8_w8a8,block_shape=[128, 128]_down.json"]
-    result = moe_targets(config, 8, 1, "NVIDIA H200", "3.6.0", [f"{root}/{name}" for name in names], dtype="fp8_w8a8")
-    assert result["agree"] and [t["file_name"] for t in result["targets"]] == names
-    assert "--disable-shared-experts-fusion" in result["tuner_args"] and result["expected_tuner_output"] == names[0]
-    assert "the server did not fuse the shared expert (it looks up E=256)" in result["message"]
-    fused = moe_targets(config, 8, 1, "NVIDIA H200", "3.6.0", [f"{root}/{name.replace('E=256', 'E=257')}" for name in names],
-                        dtype="fp8_w8a8")
-    assert "--disable-shared-experts-fusion" not in fused["tuner_args"]
 
 
 def test_the_fixture_script_reads_a_tuners_options_as_its_argparse_has_them():
