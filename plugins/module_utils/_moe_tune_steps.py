@@ -24,7 +24,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space imp
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_shapes import model_moe_shape
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import (
     expected_down_tuner_output_name, expected_tuner_output_name, tuner_options)
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuner_output import parse_tuner_benchmark_output, parse_tuner_tune_output
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuner_output import (
+    parse_tuner_benchmark_output, parse_tuner_tune_output)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail, merge_into_checkpoint,
     ray_cluster_gpus, ray_workers, read_checkpoint, read_tuner_cli, run_tuner, sha256_of, size_runs, step_request,
