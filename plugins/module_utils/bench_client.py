@@ -850,20 +850,29 @@ async def _run_rate_level(runner: _LevelRunner, rate: float, progress: t.Callabl
 async def _sweep_rates(runner: _LevelRunner, sweep: dict,
                        progress: t.Callable[[dict], None]) -> tuple[str | None, str | None]:
     """Append completed open-loop levels to ``sweep``; return the error that stopped the sweep and its kind."""
-    config = runner.config
-    for rate in config.arrival.request_rates:
-        try:
-            async with asyncio.timeout(config.level_timeout_s):
-                sweep["levels"].append(await _run_rate_level(runner, rate, progress))
-        except BenchAborted as exc:
-            sweep["failed_level"] = exc.level
-            return f"request rate {rate:g}/s: {exc}", exc.kind
-        except TimeoutError:
-            return (f"request rate {rate:g}/s did not finish within level_timeout_s={config.level_timeout_s:g}",
-                    "time_limit")
-        finally:
-            gc.unfreeze()
+    for rate in runner.config.arrival.request_rates:
+        stopped = await _append_level(sweep, runner.config, f"request rate {rate:g}/s",
+                                      _run_rate_level(runner, rate, progress))
+        if stopped:
+            return stopped
     return None, None
+
+
+async def _append_level(sweep: dict, config: BenchConfig, what: str,
+                        level: t.Coroutine[t.Any, t.Any, dict]) -> tuple[str, str] | None:
+    """Run one level within level_timeout_s and append it to ``sweep``; the error that stops the sweep and its kind,
+    or None."""
+    try:
+        async with asyncio.timeout(config.level_timeout_s):
+            sweep["levels"].append(await level)
+    except BenchAborted as exc:
+        sweep["failed_level"] = exc.level
+        return f"{what}: {exc}", exc.kind
+    except TimeoutError:
+        return f"{what} did not finish within level_timeout_s={config.level_timeout_s:g}", "time_limit"
+    finally:
+        gc.unfreeze()
+    return None
 
 
 async def _sweep_levels(config: BenchConfig, sweep: dict, progress: t.Callable[[dict], None],
@@ -883,17 +892,10 @@ async def _sweep_levels(config: BenchConfig, sweep: dict, progress: t.Callable[[
         if config.arrival is not None:
             return await _sweep_rates(runner, sweep, progress)
         for ordinal, concurrency in enumerate(config.concurrency_levels):
-            try:
-                async with asyncio.timeout(config.level_timeout_s):
-                    sweep["levels"].append(await _run_level(runner, concurrency, progress))
-            except BenchAborted as exc:
-                sweep["failed_level"] = exc.level
-                return f"concurrency {concurrency}: {exc}", exc.kind
-            except TimeoutError:
-                return (f"concurrency {concurrency} did not finish within level_timeout_s={config.level_timeout_s:g}",
-                        "time_limit")
-            finally:
-                gc.unfreeze()
+            stopped = await _append_level(sweep, config, f"concurrency {concurrency}",
+                                          _run_level(runner, concurrency, progress))
+            if stopped:
+                return stopped
             if ends_sweep(sweep, sweep["levels"][-1], config.concurrency_levels[ordinal + 1:]):
                 break
     return None, None
