@@ -35,9 +35,12 @@ RUN_ID = "fleet-test"
 EXTRAVARS = {
     "run_id": RUN_ID,
     "stages": "baseline,moe_tune",
-    # One repeat at two levels: the tuned kernels' ~12% decode gain is far outside the noise band there.
-    "tuning_run_bench": {"concurrency_levels": [4, 16], "repeats": 1, "input_len": 1000, "output_len": 200,
-                         "endpoint": "completions", "request_timeout_s": 120},
+    # One repeat at two levels, 96 requests each: the tuned kernels' ~12% decode gain must clear the 5% noise band
+    # on the source host, or the run adopts no configs and rollout has no provenance to check. With the default
+    # 2 x C requests (8 at C=4) one run's gain ranged +3.8% .. +14% over the three hosts, with 48 +1.6% .. +14.9%
+    # (a wave of 16 streams ends with its slowest request).
+    "tuning_run_bench": {"concurrency_levels": [4, 16], "repeats": 1, "requests_per_level": 96, "input_len": 1000,
+                         "output_len": 200, "endpoint": "completions", "request_timeout_s": 120},
     "tuning_run_sequential": None,  # a one-run reference is too short for the stopping rule: fixed repeats
     "tuning_run_policy": {"require_verdict": "improved", "max_capacity_loss_pct": None, "allow_low_confidence": True},
     "tuning_run_moe": {"batch_sizes": BATCH_SIZES, "search_space": "prefiltered", "work_dir": f"{STATE_DIR}/moe-tune",
@@ -128,6 +131,8 @@ def rollout(tuned, runner, inventory, fleet, hosts):
     write_host_file(fleet, gpu1, PROFILE, yaml.safe_dump({**profile, "gpu": {**profile["gpu"], "name": OTHER_GPU}}))
     invocations = {h.name: fleet.run(h, "systemctl", "show", "-p", "InvocationID", "--value", "sglang.service").stdout
                    for h in hosts}
+    decision = json.loads((tuned["run_dir"] / "moe_tune" / gpu1.name / "decision.json").read_text())
+    assert decision["action"] == "adopt", f"the premise of rollout's checks: {decision['summary']}"
     result = runner.run(ROLLOUT, {"run_id": RUN_ID, "tuning_run_root": str(tuned["runs"]), "rollout_max_share": 0.34},
                         inventory=inventory)
     summary = json.loads((tuned["run_dir"] / "rollout" / "summary.json").read_text())

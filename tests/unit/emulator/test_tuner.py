@@ -348,7 +348,10 @@ def test_batch_sizes_are_spread_over_the_profiles_gpus(demo_runs: dict[str, Any]
     workers = WORKER.findall(demo_runs["tune"].stdout)
     assert [int(w[4]) for w in workers] == DEMO_BATCH_SIZES
     assert [w[0] for w in workers] == ["127.0.0.1"] * 3
-    assert sorted(int(w[3]) for w in workers) == [0, 1, 2]  # round-robin over 4 actors, one per GPU
+    # Round-robin over 4 actors of one GPU each (upstream _distribute); Ray, not the actor's index, picks each
+    # actor's GPU, so the 3 batch sizes land on 3 distinct GPUs of the 4, whichever they are.
+    gpus = [int(w[3]) for w in workers]
+    assert len(set(gpus)) == 3 and set(gpus) <= {0, 1, 2, 3}
 
 
 def test_benchmark_mode_shows_the_tuned_gain_over_the_default_config(demo_runs: dict[str, Any]) -> None:
