@@ -1,0 +1,144 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The highest open-loop request rate at which one server configuration meets the SLO.
+
+Controller-side (plugin_utils), stdlib only. ``measure(rate, repeats)`` runs the bench module at one request rate
+and returns its runs (docs/bench-schema.md, "Open-loop run": ``slo_holds``, ``goodput_rps``, ``client_limited``).
+
+The search brackets the capacity by doubling or halving from ``start_rate`` with one run per probe (far from the
+boundary one run decides), then bisects geometrically (the midpoint of 2 and 32 req/s is 8: capacity spans orders
+of magnitude, so the resolution is relative). A rate meets the SLO only when it held in **all** of ``repeats``
+runs: the answer is a rate an operator will promise, and one that fails one run in three misses its percentile a
+third of the time, while a majority rule would settle where the SLO holds about half the time. Any failing run
+decides "does not meet". The lower end of the final bracket is topped up to ``repeats`` runs before it is
+reported; a run the client could not drive (``client_limited``) is not a measurement of the server, so such a
+rate bounds the search from above and the result says so.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import typing as t
+
+Measure = t.Callable[[float, int], t.List[dict]]
+DEFAULT_RESOLUTION = 0.05
+DEFAULT_REPEATS = 3
+DEFAULT_MAX_PROBES = 12
+BRACKET_FACTOR = 2.0
+
+
+def _check_options(start_rate: float, min_rate: float, resolution: float, repeats: int, max_probes: int) -> None:
+    for name, value in (("start_rate", start_rate), ("min_rate", min_rate), ("resolution", resolution)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+            raise ValueError(f"rate search: {name} must be a number > 0, got {value!r}")
+    if min_rate > start_rate:
+        raise ValueError(f"rate search: min_rate ({min_rate:g}) must not exceed start_rate ({start_rate:g})")
+    for name, value in (("repeats", repeats), ("max_probes", max_probes)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"rate search: {name} must be an integer >= 1, got {value!r}")
+
+
+class _Probes:
+    """What was measured so far, per rate: every run's ``slo_holds`` and ``goodput_rps``."""
+
+    def __init__(self, repeats: int) -> None:
+        self.repeats = repeats
+        self.runs: dict[float, list[dict]] = {}
+        self.log: list[dict] = []
+
+    def add(self, rate: float, phase: str, runs: list[dict]) -> None:
+        if not runs:
+            raise ValueError(f"rate search: measure({rate:g} req/s) returned no runs")
+        self.runs.setdefault(rate, []).extend(runs)
+        holds = [bool(run.get("slo_holds")) for run in runs]
+        self.log.append({"rate_rps": rate, "phase": phase, "repeats": len(runs), "holds": holds,
+                         "goodput_rps": [run.get("goodput_rps") for run in runs],
+                         "client_limited": any(run.get("client_limited") for run in runs)})
+
+    def fails(self, rate: float) -> bool:
+        return any(not run.get("slo_holds") or run.get("client_limited") for run in self.runs[rate])
+
+    def confirmed(self, rate: float) -> bool:
+        return not self.fails(rate) and len(self.runs[rate]) >= self.repeats
+
+    def upper(self) -> float | None:
+        """The lowest rate that failed: the SLO is not met there (rates above it are not trusted to hold)."""
+        return min((rate for rate in self.runs if self.fails(rate)), default=None)
+
+    def lower(self) -> float | None:
+        """The highest rate below ``upper`` at which every run held."""
+        upper = self.upper()
+        held = [rate for rate in self.runs if not self.fails(rate) and (upper is None or rate < upper)]
+        return max(held, default=None)
+
+    def best_confirmed(self) -> float | None:
+        upper = self.upper()
+        return max((rate for rate in self.runs if self.confirmed(rate) and (upper is None or rate < upper)),
+                   default=None)
+
+
+def _next_probe(probes: _Probes, start_rate: float, min_rate: float, resolution: float) -> tuple | None:
+    """(rate, runs, phase) of the next measurement, or None when the answer is known or cannot be found."""
+    lower, upper = probes.lower(), probes.upper()
+    if lower is None and upper is None:
+        return start_rate, 1, "bracket"
+    if upper is None:
+        return lower * BRACKET_FACTOR, 1, "bracket"
+    if lower is None:
+        rate = upper / BRACKET_FACTOR
+        return (rate, 1, "bracket") if rate >= min_rate else None
+    if upper / lower > 1.0 + resolution:
+        return math.sqrt(lower * upper), probes.repeats, "bisect"
+    if not probes.confirmed(lower):
+        return lower, probes.repeats - len(probes.runs[lower]), "confirm"
+    return None
+
+
+def _median_goodput(runs: list[dict]) -> float | None:
+    values = [run["goodput_rps"] for run in runs if run.get("goodput_rps") is not None]
+    return statistics.median(values) if values else None
+
+
+def _reason(rate: float | None, upper: float | None, converged: bool, probes: _Probes, resolution: float,
+            min_rate: float) -> str:
+    limit = "the client could not drive it" if upper is not None and any(
+        run.get("client_limited") for run in probes.runs[upper]) else "the SLO failed there"
+    if rate is None and upper is not None and upper / BRACKET_FACTOR < min_rate:
+        return f"no rate meets the SLO: it failed at {upper:g} req/s and min_rate is {min_rate:g}"
+    if rate is None:
+        return "no rate was confirmed within max_probes"
+    bound = f"below {upper:g} req/s ({limit})" if upper is not None else "no failing rate found"
+    done = (f"within {resolution:.0%}" if converged else "max_probes reached before the resolution")
+    return f"{rate:g} req/s met the SLO in all of {len(probes.runs[rate])} runs, {bound}; {done}"
+
+
+def find_max_rate(measure: Measure, *, start_rate: float, min_rate: float = 0.01,
+                  resolution: float = DEFAULT_RESOLUTION, repeats: int = DEFAULT_REPEATS,
+                  max_probes: int = DEFAULT_MAX_PROBES) -> dict:
+    """The highest request rate meeting the SLO in all ``repeats`` runs, to ``resolution`` (relative).
+
+    Returns ``rate_rps`` (None when no rate was confirmed), ``goodput_rps`` (median over its runs), ``bracket``
+    ([highest met, lowest failed]), ``converged``, ``limited_by_client``, ``reason``, ``probes`` (every
+    measurement in order: rate, phase, repeats, holds, goodput_rps, client_limited) and ``cost`` (probes, runs)."""
+    _check_options(start_rate, min_rate, resolution, repeats, max_probes)
+    probes = _Probes(repeats)
+    while len(probes.log) < max_probes:
+        step = _next_probe(probes, start_rate, min_rate, resolution)
+        if step is None:
+            break
+        rate, runs, phase = step
+        probes.add(rate, phase, list(measure(rate, runs)))
+    rate, upper = probes.best_confirmed(), probes.upper()
+    converged = _next_probe(probes, start_rate, min_rate, resolution) is None and rate is not None
+    return {
+        "rate_rps": rate,
+        "goodput_rps": _median_goodput(probes.runs[rate]) if rate is not None else None,
+        "bracket": [probes.lower(), upper],
+        "converged": converged,
+        "limited_by_client": upper is not None and any(run.get("client_limited") for run in probes.runs[upper]),
+        "rule": f"all {repeats} runs at the rate hold the SLO",
+        "resolution": resolution,
+        "reason": _reason(rate, upper, converged, probes, resolution, min_rate),
+        "probes": probes.log,
+        "cost": {"probes": len(probes.log), "runs": sum(entry["repeats"] for entry in probes.log)},
+    }

@@ -1,0 +1,252 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Which server configuration a goodput search starts next, under a budget of restarts and GPU-minutes.
+
+Controller-side (plugin_utils): needs optuna, a controller requirement of the collection.
+
+Why TPE (optuna's TPESampler) and not successive halving: the expensive unit is a server restart (minutes of
+model loading and CUDA-graph capture before the first request), and every candidate needs its own. Successive
+halving saves by stopping many cheap partial evaluations early, but a configuration has no cheap partial
+evaluation: its first probe already paid the start. TPE spends each start where the results so far point.
+
+Each trial is a restart Ansible drives, so the study is used through ask/tell, never ``study.optimize``. The
+history of trials is the whole state: the study is rebuilt from it (``add_trials``) with a sampler seeded by
+``seed`` and the history's length, so a proposal is a function of (space, seed, history). A stage that stopped
+resumes from the JSON of its history with the proposal an uninterrupted search would have made.
+
+Outcomes: ``complete`` (the start worked; the value is the highest rate meeting the SLO, 0 when none did),
+``infeasible`` (the start failed: OOM, config error) and ``invalid`` (the caller's check rejected the candidate:
+flag rules or the installed version; no start, no budget). Both of the last are told to optuna as a COMPLETE trial
+of value 0 with a violated constraint, not as FAIL: TPESampler reads only COMPLETE and PRUNED trials (optuna 5.0.0
+samplers/_tpe/sampler.py ``_sample_relative``), so a FAIL would teach it nothing about the region, while an
+infeasible trial is ranked below every feasible one and TPE samples less around it. On the synthetic space of
+tests/unit/plugins/plugin_utils/test_search_strategy.py (16 of 100 points OOM, next to the optimum; 20 restarts;
+seeds 0-29) FAIL lost 6.4 restarts per search to OOM and reached 97% of the optimum in 23 searches, the constraint
+lost 3.5 and reached it in 28 (random picks would lose 3.2 and reach it in about 11: the optimum borders the corner).
+No point of the history is proposed again: optuna repeats points on small discrete spaces, so a repeat
+is told its recorded outcome and asked again, and after ``MAX_ASKS`` repeats an unseen grid point is taken.
+"""
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import typing as t
+from dataclasses import dataclass
+
+from ansible_collections.llmops.sglang.plugins.plugin_utils.search_space import Knob, SearchSpace
+
+try:
+    import optuna
+    from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+    from optuna.trial import TrialState, create_trial
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)  # one INFO line per trial would flood the stage's output
+    HAS_OPTUNA = True
+except ImportError:  # pragma: no cover - reported when a search is built
+    HAS_OPTUNA = False
+
+SCHEMA_VERSION = 1
+STATES = ("complete", "infeasible", "invalid")
+# Random starts before TPE models the history: few, because each is a restart the budget pays for.
+DEFAULT_STARTUP_TRIALS = 5
+MAX_ASKS = 20
+# Consecutive rejected candidates after which the search stops: the check refuses the whole space (a knob the
+# installed SGLang does not have), and a continuous space would otherwise be sampled forever.
+MAX_REJECTED_IN_A_ROW = 200
+INFEASIBLE_CONSTRAINT = "starts"  # > 0: the server did not start
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What the search may spend: server restarts and/or GPU-minutes (at least one)."""
+
+    max_restarts: int | None = None
+    max_gpu_minutes: float | None = None
+
+    def as_dict(self) -> dict:
+        return {"max_restarts": self.max_restarts, "max_gpu_minutes": self.max_gpu_minutes}
+
+
+def parse_budget(budget: t.Any, where: str = "search.budget") -> Budget:
+    if not isinstance(budget, dict) or not set(budget) & {"max_restarts", "max_gpu_minutes"}:
+        raise ValueError(f"{where}: set max_restarts and/or max_gpu_minutes, got {budget!r}")
+    unknown = sorted(set(budget) - {"max_restarts", "max_gpu_minutes"})
+    if unknown:
+        raise ValueError(f"{where}: unknown key {unknown[0]!r}; use max_restarts and/or max_gpu_minutes")
+    restarts, minutes = budget.get("max_restarts"), budget.get("max_gpu_minutes")
+    if restarts is not None and (isinstance(restarts, bool) or not isinstance(restarts, int) or restarts < 1):
+        raise ValueError(f"{where}.max_restarts: must be an integer >= 1, got {restarts!r}")
+    if minutes is not None and (isinstance(minutes, bool) or not isinstance(minutes, (int, float))
+                                or not math.isfinite(minutes) or minutes <= 0):
+        raise ValueError(f"{where}.max_gpu_minutes: must be a number > 0, got {minutes!r}")
+    return Budget(max_restarts=restarts, max_gpu_minutes=None if minutes is None else float(minutes))
+
+
+def _distribution(knob: Knob) -> t.Any:
+    if knob.kind == "choice":
+        return CategoricalDistribution(list(knob.values))
+    if knob.kind == "int":
+        return IntDistribution(int(knob.low), int(knob.high), step=int(knob.step or 1), log=knob.log)
+    return FloatDistribution(knob.low, knob.high, step=knob.step, log=knob.log)
+
+
+class GoodputSearch:
+    """Proposes candidates (``next_candidate``) and learns their outcomes (``record_result``,
+    ``record_failed_start``); ``rejects(params)`` returns why a candidate cannot run, or None."""
+
+    def __init__(self, space: SearchSpace, budget: Budget, *, seed: int = 0,
+                 rejects: t.Callable[[dict], str | None] | None = None,
+                 startup_trials: int = DEFAULT_STARTUP_TRIALS, trials: t.Iterable[dict] = ()) -> None:
+        if not HAS_OPTUNA:
+            raise RuntimeError("the goodput search needs optuna on the controller: install the collection's "
+                               "controller requirements (meta/ee-requirements.txt)")
+        self.space, self.budget, self.seed = space, budget, seed
+        self.rejects, self.startup_trials = rejects, startup_trials
+        self.distributions = {knob.name: _distribution(knob) for knob in space.knobs}
+        self.trials: list[dict] = [dict(trial) for trial in trials]
+
+    # -- outcomes -----------------------------------------------------------------------------------------------
+    def record_result(self, params: t.Mapping, rate_rps: float | None, gpu_minutes: float) -> dict:
+        """The candidate started and was measured: ``rate_rps`` is its highest rate meeting the SLO (None: none)."""
+        return self._record(params, "complete", value=float(rate_rps or 0.0), gpu_minutes=gpu_minutes)
+
+    def record_failed_start(self, params: t.Mapping, reason: str, gpu_minutes: float) -> dict:
+        """The candidate did not start (OOM, config error): an infeasible point, never proposed again."""
+        return self._record(params, "infeasible", reason=reason, gpu_minutes=gpu_minutes)
+
+    def _record(self, params: t.Mapping, state: str, *, value: float | None = None, reason: str | None = None,
+                gpu_minutes: float = 0.0) -> dict:
+        canonical = self._canonical(params)
+        if self._outcome(self.space.key(canonical)) is not None:
+            raise ValueError(f"candidate {canonical} is already recorded; each candidate is measured once")
+        trial = {"number": len(self.trials), "params": canonical, "state": state, "value": value,
+                 "reason": reason, "gpu_minutes": float(gpu_minutes)}
+        self.trials.append(trial)
+        return trial
+
+    def _canonical(self, params: t.Mapping) -> dict:
+        missing = [name for name in self.space.names if name not in params]
+        if missing:
+            raise ValueError(f"candidate {dict(params)} lacks the knob {missing[0]}")
+        return {knob.name: knob.canonical(params[knob.name]) for knob in self.space.knobs}
+
+    def _outcome(self, key: tuple) -> dict | None:
+        return next((trial for trial in self.trials if self.space.key(trial["params"]) == key), None)
+
+    # -- budget -------------------------------------------------------------------------------------------------
+    def spent(self) -> dict:
+        started = [trial for trial in self.trials if trial["state"] != "invalid"]
+        return {"restarts": len(started), "gpu_minutes": round(sum(trial["gpu_minutes"] for trial in started), 3)}
+
+    def stop_reason(self) -> str | None:
+        """Why no further candidate is started, or None. A GPU-minute budget stops before a start whose typical
+        cost (the median of the starts so far) would overrun it."""
+        spent = self.spent()
+        if self.budget.max_restarts is not None and spent["restarts"] >= self.budget.max_restarts:
+            return f"budget spent: {spent['restarts']} of {self.budget.max_restarts} restarts"
+        costs = [trial["gpu_minutes"] for trial in self.trials if trial["state"] != "invalid"]
+        expected = statistics.median(costs) if costs else 0.0
+        if self.budget.max_gpu_minutes is not None and spent["gpu_minutes"] + expected > self.budget.max_gpu_minutes:
+            return (f"budget spent: {spent['gpu_minutes']:g} of {self.budget.max_gpu_minutes:g} GPU-minutes "
+                    f"(a start costs about {expected:g})")
+        rejected = self._rejected_in_a_row()
+        if rejected >= MAX_REJECTED_IN_A_ROW:
+            return (f"the last {rejected} candidates were all rejected (the latest: {self.trials[-1]['reason']}); "
+                    "fix search.knobs")
+        if len(self.trials) == self.space.grid_size():
+            return f"space exhausted: all {len(self.trials)} candidates tried or rejected"
+        return None
+
+    def _rejected_in_a_row(self) -> int:
+        count = 0
+        for trial in reversed(self.trials):
+            if trial["state"] != "invalid":
+                break
+            count += 1
+        return count
+
+    # -- proposals ----------------------------------------------------------------------------------------------
+    def next_candidate(self) -> dict | None:
+        """The next candidate to start (server args of the knobs), or None (``stop_reason`` says why). Candidates
+        ``rejects`` refuses are recorded as invalid and the next is proposed; until an outcome is recorded, the
+        same candidate is proposed again."""
+        while self.stop_reason() is None:
+            params = self._propose()
+            if params is None:
+                return None
+            reason = self.rejects(params) if self.rejects else None
+            if reason is None:
+                return params
+            self._record(params, "invalid", reason=reason)
+        return None
+
+    def _propose(self) -> dict | None:
+        study = self._study()
+        for _ask in range(MAX_ASKS):
+            trial = study.ask(self.distributions)
+            params = self._canonical(trial.params)
+            known = self._outcome(self.space.key(params))
+            if known is None:
+                return params
+            self._tell_again(study, trial, known)
+        return self._unseen_grid_point()
+
+    def _study(self) -> t.Any:
+        sampler = optuna.samplers.TPESampler(seed=self.seed + len(self.trials),
+                                             n_startup_trials=self.startup_trials)
+        study = optuna.create_study(direction="maximize", sampler=sampler)
+        study.add_trials(self._frozen(trial) for trial in self.trials)
+        return study
+
+    def _frozen(self, trial: dict) -> t.Any:
+        """The optuna trial of one recorded outcome (a failed or refused start: infeasible, value 0)."""
+        common = {"params": trial["params"], "distributions": self.distributions}
+        if trial["state"] == "complete":
+            return create_trial(state=TrialState.COMPLETE, value=trial["value"], **common)
+        return create_trial(state=TrialState.COMPLETE, value=0.0, constraints={INFEASIBLE_CONSTRAINT: 1.0}, **common)
+
+    @staticmethod
+    def _tell_again(study: t.Any, trial: t.Any, known: dict) -> None:
+        if known["state"] != "complete":
+            trial.set_constraint(INFEASIBLE_CONSTRAINT, 1.0)
+        study.tell(trial, known["value"] or 0.0)
+
+    def _unseen_grid_point(self) -> dict | None:
+        """A random candidate of a finite grid not in the history (seeded like the sampler); None if none."""
+        size = self.space.grid_size()
+        if size is None:
+            return None
+        seen = {self.space.key(trial["params"]) for trial in self.trials}
+        unseen = [index for index in range(size) if self.space.key(self.space.grid_point(index)) not in seen]
+        if not unseen:
+            return None
+        return self.space.grid_point(random.Random(self.seed + len(self.trials)).choice(unseen))
+
+    # -- results and state --------------------------------------------------------------------------------------
+    def best(self, count: int = 1) -> list[dict]:
+        """The ``count`` completed trials with the highest rate (the ones to re-verify before adopting)."""
+        completed = [trial for trial in self.trials if trial["state"] == "complete"]
+        return sorted(completed, key=lambda trial: (-trial["value"], trial["number"]))[:count]
+
+    def to_json(self) -> dict:
+        return {"schema_version": SCHEMA_VERSION, "seed": self.seed, "startup_trials": self.startup_trials,
+                "space": self.space.as_dict(), "budget": self.budget.as_dict(), "spent": self.spent(),
+                "stop_reason": self.stop_reason(), "trials": self.trials}
+
+    @classmethod
+    def from_json(cls, state: dict, space: SearchSpace, budget: Budget,
+                  rejects: t.Callable[[dict], str | None] | None = None) -> "GoodputSearch":
+        """Resume from ``to_json()``; the space must be the one it was made for (the budget may have grown)."""
+        if state.get("schema_version") != SCHEMA_VERSION:
+            raise ValueError(f"search state: schema_version {state.get('schema_version')!r} is not "
+                             f"{SCHEMA_VERSION}; start a new search")
+        if state.get("space") != space.as_dict():
+            raise ValueError("search state: it was made for other knobs (search.knobs changed); start a new "
+                             "search or restore the knobs it was made for")
+        for trial in state["trials"]:
+            if trial.get("state") not in STATES:
+                raise ValueError(f"search state: trial {trial.get('number')} has state {trial.get('state')!r}, "
+                                 f"not one of {', '.join(STATES)}")
+        return cls(space, budget, seed=state["seed"], rejects=rejects, startup_trials=state["startup_trials"],
+                   trials=state["trials"])

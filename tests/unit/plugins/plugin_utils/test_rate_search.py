@@ -1,0 +1,118 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The highest request rate meeting the SLO (issue 19 deliverable 2), on a synthetic server whose SLO holds below
+its capacity, fails above it and is noisy near it."""
+from __future__ import annotations
+
+import math
+import random
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.plugin_utils.rate_search import find_max_rate
+
+CAPACITY = 7.3  # req/s
+
+
+class SyntheticServer:
+    """Runs shaped as bench's open-loop runs: the SLO holds with a probability that falls from 1 to 0 over
+    +-``noise`` (relative) around the capacity; goodput follows the offered rate up to the capacity."""
+
+    def __init__(self, capacity: float = CAPACITY, noise: float = 0.04, seed: int = 0, client_limit: float = 1e9):
+        self.capacity, self.noise, self.client_limit = capacity, noise, client_limit
+        self.rng = random.Random(seed)
+        self.calls: list[tuple[float, int]] = []
+
+    def hold_probability(self, rate: float) -> float:
+        position = math.log(rate / self.capacity) / self.noise  # -1 .. 1 across the noisy band
+        return min(1.0, max(0.0, 0.5 - position / 2))
+
+    def measure(self, rate: float, repeats: int) -> list[dict]:
+        self.calls.append((rate, repeats))
+        return [self.run(rate) for _repeat in range(repeats)]
+
+    def run(self, rate: float) -> dict:
+        holds = self.rng.random() < self.hold_probability(rate)
+        return {"request_rate": rate, "slo_holds": holds, "goodput_rps": min(rate, self.capacity) * 0.99,
+                "client_limited": rate > self.client_limit}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_finds_the_capacity_within_the_resolution_without_overshooting_it(seed):
+    server = SyntheticServer(seed=seed)
+    result = find_max_rate(server.measure, start_rate=1.0, resolution=0.05, repeats=3, max_probes=16)
+    assert result["converged"], result["reason"]
+    # At or below the noisy band's top (a rate that fails a third of its runs is no promise), within 5% + band.
+    assert CAPACITY * (1 - 0.05 - server.noise) <= result["rate_rps"] <= CAPACITY * (1 + server.noise)
+    lower, upper = result["bracket"]
+    assert lower == result["rate_rps"] and upper / lower <= 1.05
+    assert result["goodput_rps"] == pytest.approx(min(result["rate_rps"], CAPACITY) * 0.99)
+
+
+def test_the_reported_rate_held_in_every_repeat_and_each_probe_is_recorded():
+    server = SyntheticServer(seed=3)
+    result = find_max_rate(server.measure, start_rate=1.0, repeats=3)
+    at_rate = [probe for probe in result["probes"] if probe["rate_rps"] == result["rate_rps"]]
+    assert sum(probe["repeats"] for probe in at_rate) == 3 and all(all(p["holds"]) for p in at_rate)
+    assert [(p["rate_rps"], p["repeats"]) for p in result["probes"]] == server.calls
+    assert result["cost"] == {"probes": len(server.calls), "runs": sum(runs for _rate, runs in server.calls)}
+    assert result["probes"][0]["phase"] == "bracket" and "bisect" in {p["phase"] for p in result["probes"]}
+    assert "met the SLO in all of 3 runs" in result["reason"]
+
+
+def test_one_failing_repeat_means_the_rate_does_not_meet_the_slo():
+    def measure(rate, repeats):
+        return [{"slo_holds": rate < 4 or index > 0, "goodput_rps": rate} for index in range(repeats)]
+
+    result = find_max_rate(measure, start_rate=1.0, repeats=3, resolution=0.05)
+    assert result["rate_rps"] < 4 <= result["bracket"][1]
+
+
+def test_a_rate_held_once_in_the_bracket_is_confirmed_with_all_repeats_before_it_is_reported():
+    # Every first run holds up to 8 req/s, every later run only below 6: 4 req/s (bracket, 1 run) must be re-run.
+    def measure(rate, repeats):
+        seen[rate] = seen.get(rate, 0) + repeats
+        return [{"slo_holds": rate < 6 or (rate <= 8 and seen[rate] - repeats + index == 0), "goodput_rps": rate}
+                for index in range(repeats)]
+
+    seen: dict[float, int] = {}
+    result = find_max_rate(measure, start_rate=1.0, repeats=3, resolution=0.05, max_probes=20)
+    assert 6 / 1.05 <= result["rate_rps"] < 6
+    assert "confirm" in {probe["phase"] for probe in result["probes"]}
+
+
+def test_brackets_downwards_from_a_start_above_capacity():
+    result = find_max_rate(SyntheticServer(capacity=0.4, noise=0.01).measure, start_rate=50.0, max_probes=16)
+    assert 0.4 * 0.94 <= result["rate_rps"] <= 0.4 * 1.01
+
+
+def test_no_rate_meets_the_slo_above_min_rate():
+    result = find_max_rate(SyntheticServer(capacity=0.05, noise=0.01).measure, start_rate=4.0, min_rate=0.5)
+    assert result["rate_rps"] is None and not result["converged"]
+    assert result["reason"] == "no rate meets the SLO: it failed at 0.5 req/s and min_rate is 0.5"
+
+
+def test_max_probes_stops_the_search_and_says_it_did_not_converge():
+    server = SyntheticServer(seed=1)
+    result = find_max_rate(server.measure, start_rate=0.01, max_probes=4)
+    assert result["cost"]["probes"] == 4 and not result["converged"]
+    assert result["rate_rps"] is None and result["reason"] == "no rate was confirmed within max_probes"
+
+
+def test_a_rate_the_client_cannot_drive_bounds_the_search_and_is_reported():
+    result = find_max_rate(SyntheticServer(client_limit=3.0).measure, start_rate=1.0)
+    assert result["limited_by_client"] and result["rate_rps"] <= 3.0
+    assert "the client could not drive it" in result["reason"]
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"start_rate": 0}, "start_rate must be a number > 0"),
+    ({"start_rate": 1.0, "min_rate": 2.0}, "min_rate (2) must not exceed start_rate (1)"),
+    ({"start_rate": 1.0, "repeats": 0}, "repeats must be an integer >= 1"),
+    ({"start_rate": 1.0, "resolution": float("nan")}, "resolution must be a number > 0"),
+])
+def test_wrong_options_fail_before_anything_is_measured(options, message):
+    server = SyntheticServer()
+    with pytest.raises(ValueError) as error:
+        find_max_rate(server.measure, **options)
+    assert message in str(error.value) and not server.calls
