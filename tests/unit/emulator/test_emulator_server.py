@@ -31,6 +31,7 @@ from tests.emulator import EMULATOR, make_importable  # noqa: E402
 
 make_importable()
 
+from sglang._emulator import tokens  # noqa: E402
 from sglang._emulator.capacity import plan_memory  # noqa: E402
 from sglang._emulator.model_shape import load_model_shape  # noqa: E402
 from sglang._emulator.perf import build_perf_model, expected_output_throughput  # noqa: E402
@@ -351,6 +352,31 @@ def test_without_ignore_eos_the_model_stops_by_itself(baseline: Server) -> None:
     body = {"text": "Say something short.", "sampling_params": {"max_new_tokens": 4000}}
     meta = requests.post(f"{baseline.url}/generate", json=body, timeout=10).json()["meta_info"]
     assert meta["finish_reason"]["type"] == "stop" and 24 <= meta["completion_tokens"] < 512
+
+
+def test_a_shared_prefix_is_served_from_the_radix_cache(baseline: Server) -> None:
+    system = list(range(900000, 900512))
+
+    def generate(question: list[int]) -> dict:
+        body = {"input_ids": system + question, "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}}
+        return requests.post(f"{baseline.url}/generate", json=body, timeout=10).json()["meta_info"]
+
+    assert generate([1, 2, 3])["cached_tokens"] == 0
+    assert generate([4, 5, 6])["cached_tokens"] == 512
+    hit = "Prefill batch. #new-seq: 1, #new-token: 3, #cached-token: 512, "
+    assert any(message.startswith(hit) for message in baseline.messages(" TP0"))
+
+
+def test_the_next_chat_turn_hits_the_previous_turn_and_its_answer(baseline: Server) -> None:
+    first = [{"role": "user", "content": "Radix cache test: tell me about prefix caching, turn one."}]
+    body = {"messages": first, "max_tokens": 16, "ignore_eos": True}
+    reply = requests.post(f"{baseline.url}/v1/chat/completions", json=body, timeout=10).json()
+    answer = reply["choices"][0]["message"]["content"]
+    second = [*first, {"role": "assistant", "content": answer}, {"role": "user", "content": "And turn two?"}]
+    body = {"text": tokens.render_chat(second), "sampling_params": {"max_new_tokens": 4, "ignore_eos": True}}
+    meta = requests.post(f"{baseline.url}/generate", json=body, timeout=10).json()["meta_info"]
+    # The rendered history repeats turn one's prompt and answer (the answer's text ends inside a 4-character piece).
+    assert meta["cached_tokens"] >= reply["usage"]["prompt_tokens"] + 16 - 2
 
 
 def test_too_long_input_is_a_400(baseline: Server) -> None:

@@ -203,8 +203,8 @@ class HttpApi:
             requests = [
                 self._new_request(body.get("rid") or uuid.uuid4().hex, input_len,
                                   int(sampling.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)),
-                                  bool(sampling.get("ignore_eos", False)), key)
-                for input_len, key in prompts
+                                  bool(sampling.get("ignore_eos", False)), key, prompt)
+                for input_len, key, prompt in prompts
             ]
         except RequestError as exc:
             return web.json_response({"error": {"message": str(exc)}}, status=400)
@@ -217,11 +217,11 @@ class HttpApi:
     async def completions(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await _json_body(request)
-            input_len, key = self._openai_prompt(body.get("prompt"))
+            input_len, key, prompt = self._openai_prompt(body.get("prompt"))
             max_tokens = body.get("max_tokens")
             gen = self._new_request(f"cmpl-{uuid.uuid4().hex}", input_len,
                                     OPENAI_COMPLETION_MAX_TOKENS if max_tokens is None else int(max_tokens),
-                                    bool(body.get("ignore_eos", False)), key)
+                                    bool(body.get("ignore_eos", False)), key, prompt)
         except RequestError as exc:
             return _openai_error(str(exc))
         model = body.get("model") or self.args.served_model_name
@@ -246,7 +246,8 @@ class HttpApi:
             max_tokens = body.get("max_completion_tokens") or body.get("max_tokens")
             input_len = tokens.count_text_tokens(prompt)
             limit = self.plan.context_len - input_len if max_tokens is None else int(max_tokens)
-            gen = self._new_request(uuid.uuid4().hex, input_len, limit, bool(body.get("ignore_eos", False)), prompt)
+            gen = self._new_request(uuid.uuid4().hex, input_len, limit, bool(body.get("ignore_eos", False)), prompt,
+                                    prompt)
         except RequestError as exc:
             return _openai_error(str(exc))
         model = body.get("model") or self.args.served_model_name
@@ -264,7 +265,9 @@ class HttpApi:
 
     # --- request plumbing ------------------------------------------------------------------------
 
-    def _new_request(self, rid: str, input_len: int, max_new_tokens: int, ignore_eos: bool, key: str) -> GenRequest:
+    def _new_request(self, rid: str, input_len: int, max_new_tokens: int, ignore_eos: bool, key: str,
+                     prompt: str | list[int] | None = None) -> GenRequest:
+        """`key` picks the natural answer length; `prompt` (text or token ids) is what the prefix cache matches."""
         if input_len >= self.plan.context_len:
             raise RequestError(
                 f"The input ({input_len} tokens) is longer than the model's context length "
@@ -280,26 +283,28 @@ class HttpApi:
         return GenRequest(
             rid=rid, input_len=input_len, max_new_tokens=max(max_new_tokens, 1),
             stop_after=None if ignore_eos else tokens.natural_length(key), eos_token_id=self.shape.vocab_size - 1,
+            prompt=prompt,
         )
 
-    def _native_prompts(self, body: dict[str, Any]) -> list[tuple[int, str]]:
+    def _native_prompts(self, body: dict[str, Any]) -> list[tuple[int, str, str | list[int]]]:
+        """(token count, natural-length key, prompt) of each prompt of a native request."""
         text, input_ids = body.get("text"), body.get("input_ids")
         if input_ids is not None:
             batch = input_ids if _is_batch_ids(body) else [input_ids]
-            return [(len(ids), json.dumps(ids[:64])) for ids in batch]
+            return [(len(ids), json.dumps(ids[:64]), ids) for ids in batch]
         if isinstance(text, str):
-            return [(tokens.count_text_tokens(text), text)]
+            return [(tokens.count_text_tokens(text), text, text)]
         if isinstance(text, list) and text and all(isinstance(t, str) for t in text):
-            return [(tokens.count_text_tokens(t), t) for t in text]
+            return [(tokens.count_text_tokens(t), t, t) for t in text]
         raise RequestError("Either text or input_ids should be provided.")
 
-    def _openai_prompt(self, prompt: Any) -> tuple[int, str]:
+    def _openai_prompt(self, prompt: Any) -> tuple[int, str, str | list[int]]:
         if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], (str, list)):
             prompt = prompt[0]
         if isinstance(prompt, str):
-            return tokens.count_text_tokens(prompt), prompt
+            return tokens.count_text_tokens(prompt), prompt, prompt
         if isinstance(prompt, list) and prompt and all(isinstance(t, int) for t in prompt):
-            return len(prompt), json.dumps(prompt[:64])
+            return len(prompt), json.dumps(prompt[:64]), prompt
         raise RequestError("prompt must be a string, a list of token ids, or a list with one of those")
 
     async def _updates(self, gen: GenRequest) -> AsyncIterator[Progress]:
@@ -357,7 +362,7 @@ class HttpApi:
         incremental = self.args.incremental_streaming_output and not full
         meta: dict[str, Any] = {
             "id": gen.rid, "finish_reason": gen.finish_reason, "prompt_tokens": gen.input_len,
-            "weight_version": self.args.weight_version, "completion_tokens": gen.generated, "cached_tokens": 0,
+            "weight_version": self.args.weight_version, "completion_tokens": gen.generated, "cached_tokens": gen.cached_tokens,
         }
         if self.args.speculative_algorithm:
             meta["spec_verify_ct"] = gen.verify_steps

@@ -4,8 +4,10 @@
 
 A decode step serves every running request once (accept_length tokens each with speculative
 decoding). Step time = profile table interpolated at the batch size (reference TP) x TP scaling
-x speculative overhead x flag factors x MoE-config factor; batches above the CUDA-graph limit
-run eagerly (slower). The scheduler adds noise; `expected_output_throughput` is the noise-free
+x speculative overhead (draft steps, extra verify tokens) x flag factors x MoE-config factor;
+batches above the CUDA-graph limit run eagerly, x no_cuda_graph_decode_factor (sglang 0.5.23
+sglang/srt/model_executor/runner/decode_cuda_graph_runner.py can_run replays a graph only up to the
+captured max batch size). The scheduler adds noise; `expected_output_throughput` is the noise-free
 steady-state aggregate throughput a closed-loop client sees, used by docs and tests.
 """
 from __future__ import annotations
@@ -49,7 +51,12 @@ def moe_speedup(profile: Profile, up_status: str, down_status: str) -> float:
 
 
 def accept_length(profile: Profile, args: ServerArgs) -> float:
-    """Mean tokens per decode step: 1 + sum(p**i) over draft steps (p widened by top-k), capped by draft tokens."""
+    """Mean tokens per decode step: 1 + sum(p**i) over draft steps (p widened by top-k), capped by draft tokens.
+
+    A chain of k draft tokens, each accepted with probability p if the one before was, yields
+    1 + p + ... + p**k = (1 - p**(k+1)) / (1 - p) tokens (the bonus token plus the accepted prefix); topk
+    branches per step give each position 1 - (1-p)**topk chances (eagle_worker_v2.py, the draft tree).
+    """
     if not args.speculative_algorithm:
         return 1.0
     p = 1 - (1 - profile.speculative.token_acceptance) ** (args.speculative_eagle_topk or 1)
@@ -58,13 +65,27 @@ def accept_length(profile: Profile, args: ServerArgs) -> float:
     return min(expected, float(args.speculative_num_draft_tokens or steps + 1))
 
 
+def speculative_step_factor(profile: Profile, args: ServerArgs) -> float:
+    """Step time of a speculative step relative to a plain decode step.
+
+    sglang 0.5.23 sglang/srt/speculative/eagle_worker_v2.py: each step runs the draft model num_steps times
+    (draft_forward), then one target forward verifies num_draft_tokens tokens per request (verify, the token
+    tree of topk branches). A chain (topk 1) verifies num_steps + 1 tokens, the verify cost the decode table
+    already holds; each draft token beyond that widens the verify forward.
+    """
+    steps = args.speculative_num_steps or 0
+    extra_tokens = max((args.speculative_num_draft_tokens or steps + 1) - steps - 1, 0)
+    spec = profile.speculative
+    return 1 + spec.draft_step_overhead * steps + spec.verify_token_overhead * extra_tokens
+
+
 def build_perf_model(
     profile: Profile, args: ServerArgs, shape: ModelShape, moe_up: str = "missing", moe_down: str = "missing"
 ) -> PerfModel:
     effects = profile.flag_effects
     factor = (profile.decode.reference_tp / args.tp_size) ** profile.decode.tp_exponent
     if args.speculative_algorithm:
-        factor *= 1 + profile.speculative.draft_step_overhead * (args.speculative_num_steps or 0)
+        factor *= speculative_step_factor(profile, args)
     if shape.is_moe:
         factor /= moe_speedup(profile, moe_up, moe_down)
     if args.enable_fused_moe_sum_all_reduce and shape.top_k > 2:

@@ -97,6 +97,8 @@ class SpeculativeModel:
     request_cv: float = 0.1
     # Extra step time per draft step, relative to a plain decode step.
     draft_step_overhead: float = 0.18
+    # Extra step time per draft token verified beyond num_steps + 1 (token trees with topk > 1).
+    verify_token_overhead: float = 0.03
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,14 @@
 # Apache License 2.0 (see LICENSE)
 """Continuous-batching scheduler loop (asyncio) driven by the performance model.
 
-Each iteration is a prefill batch (new requests, FIFO, within max_running_requests,
-max_prefill_tokens and KV room; yields each request's first token) or a decode step (every
-running request gains its accept length in tokens). Iterations end at absolute deadlines
+Each iteration is a prefill batch or a decode step, prefill first when one can be formed, as in
+sglang 0.5.23 sglang/srt/managers/scheduler.py get_next_batch_to_run ("Run prefill first if possible").
+A prefill batch takes waiting requests in the policy's order (fcfs; lpm: longest cached prefix first)
+within max_running_requests, max_prefill_tokens and KV room; a cached prefix (prefix_cache.py) is not
+prefilled again; a prompt longer than chunked_prefill_size is prefilled one chunk per iteration, and
+the request is the batch's chunked request until its last chunk; with --enable-mixed-chunk the running
+requests decode one token inside each prefill batch. A request's last prefill chunk yields its first
+token; a decode step gives every running request its accept length in tokens. Iterations end at absolute deadlines
 (start + sum of step times x time_scale), so event-loop overhead and timer slack do not add up:
 the wall-clock throughput stays real/time_scale while the loop keeps up.
 """
@@ -18,13 +23,18 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
+from sglang._emulator import tokens
 from sglang._emulator.logs import as_rank, set_rank
 from sglang._emulator.perf import PerfModel
+from sglang._emulator.prefix_cache import PrefixCache, page_keys
 
 logger = logging.getLogger(__name__)
 
 # Falling further behind than this (event loop overloaded) drops the backlog instead of bursting.
 MAX_LAG_S = 0.05
+# sglang 0.5.23 sglang/srt/managers/schedule_policy.py WAITING_QUEUE_PREFIX_MATCH_MAX: a longer queue makes
+# lpm fall back to fcfs ("Turn off the expensive prefix matching and sorting when the #queue is large").
+LPM_MAX_QUEUE = 128
 
 
 def lognormal_factor(rng: random.Random, cv: float) -> float:
@@ -42,7 +52,13 @@ class GenRequest:
     max_new_tokens: int
     stop_after: int | None
     eos_token_id: int
+    # What the prefix cache compares (text or token ids); None: never matched or cached (the health probe).
+    prompt: str | list[int] | None = None
     arrival: float = field(default_factory=time.monotonic)
+    prefix_keys: list[int] = field(default_factory=list)
+    # Prompt tokens whose KV exists: the cached prefix, then each prefilled chunk.
+    prefilled: int = 0
+    cached_tokens: int = 0
     generated: int = 0
     verify_steps: int = 0
     accept_length: float = 1.0
@@ -69,6 +85,30 @@ class SchedulerLimits:
     max_prefill_tokens: int
     decode_log_interval: int
     speculative: bool
+    # None or <= 0: no chunking (SGLang's --chunked-prefill-size -1).
+    chunked_prefill_size: int | None = None
+    mixed_chunk: bool = False
+    radix_cache: bool = False
+    schedule_policy: str = "fcfs"
+    page_size: int = 1
+
+
+@dataclass
+class PrefillBatch:
+    requests: list[GenRequest] = field(default_factory=list)
+    # Prompt tokens each request prefills in this iteration (all of them, or its chunk).
+    extend: list[int] = field(default_factory=list)
+    hit_tokens: int = 0
+    # Running requests decoding inside this batch (--enable-mixed-chunk).
+    decoding: list[GenRequest] = field(default_factory=list)
+
+    @property
+    def new_tokens(self) -> int:
+        return sum(self.extend)
+
+    def add(self, request: GenRequest, tokens: int) -> None:
+        self.requests.append(request)
+        self.extend.append(tokens)
 
 
 @dataclass
@@ -100,6 +140,9 @@ class Scheduler:
         self.instance_factor = lognormal_factor(rng, instance_cv)
         self.waiting: deque[GenRequest] = deque()
         self.running: list[GenRequest] = []
+        # The request whose prompt is being prefilled chunk by chunk (SGLang's Scheduler.chunked_req).
+        self.chunked: GenRequest | None = None
+        self.cache = PrefixCache(limits.page_size) if limits.radix_cache else None
         self.stats = SchedulerStats()
         self._wake = asyncio.Event()
         self._progress = asyncio.Event()
@@ -108,9 +151,12 @@ class Scheduler:
 
     @property
     def used_tokens(self) -> int:
-        return sum(r.input_len + r.generated for r in self.running)
+        in_prefill = self.chunked.prefilled if self.chunked else 0
+        return sum(r.input_len + r.generated for r in self.running) + in_prefill
 
     def submit(self, request: GenRequest) -> None:
+        if self.cache is not None and request.prompt is not None:
+            request.prefix_keys = page_keys(tokens.token_units(request.prompt), self.limits.page_size)
         self.waiting.append(request)
         self._wake.set()
 
@@ -121,12 +167,14 @@ class Scheduler:
     def try_flush_cache(self) -> bool:
         """SGLang flushes the radix cache only when idle; the scheduler (rank 0) logs the outcome."""
         with as_rank(self.log_prefix):
-            if self.waiting or self.running:
+            if self.waiting or self.running or self.chunked:
                 logger.warning(
                     "Cache not flushed because there are pending requests. "
                     f"#queue-req: {len(self.waiting)}, #running-req: {len(self.running)}"
                 )
                 return False
+            if self.cache is not None:
+                self.cache = PrefixCache(self.limits.page_size)
             logger.info("Cache flushed successfully!")
             return True
 
@@ -136,56 +184,134 @@ class Scheduler:
         deadline = loop.time()
         while True:
             self._drop_aborted()
-            if not self.running and not self.waiting:
+            if not self.running and not self.waiting and not self.chunked:
                 self._wake.clear()
                 await self._wake.wait()
                 deadline = loop.time()
                 continue
-            batch = self._admit()
-            cost = self.perf.prefill_s(sum(r.input_len for r in batch)) if batch else self.perf.decode_step_s(
-                len(self.running))
+            batch, cost = self.plan_step()
             noisy_cost = cost * self.instance_factor * lognormal_factor(self.rng, self.noise_cv)
             deadline = max(deadline + noisy_cost * self.time_scale, loop.time() - MAX_LAG_S)
             await asyncio.sleep(max(deadline - loop.time(), 0.0))
-            if batch:
-                self._finish_prefill(batch)
-            else:
-                self._finish_decode()
+            self.finish_step(batch)
             self._progress.set()
             self._progress = asyncio.Event()
+
+    def plan_step(self) -> tuple[PrefillBatch | None, float]:
+        """The next iteration (a prefill batch, or None: a decode step) and its noise-free real-GPU cost."""
+        batch = self._admit()
+        return batch, self._step_cost(batch)
+
+    def finish_step(self, batch: PrefillBatch | None) -> None:
+        if batch:
+            self._finish_prefill(batch)
+        else:
+            self._finish_decode()
 
     def _drop_aborted(self) -> None:
         if any(r.done for r in self.waiting):
             self.waiting = deque(r for r in self.waiting if not r.done)
         self.running = [r for r in self.running if not r.done]
+        if self.chunked is not None and self.chunked.done:
+            self.chunked = None
 
-    def _admit(self) -> list[GenRequest]:
-        batch: list[GenRequest] = []
+    def _step_cost(self, batch: PrefillBatch | None) -> float:
+        """A mixed batch is one forward over the chunk's tokens plus one token per running request."""
+        if batch is None:
+            return self.perf.decode_step_s(len(self.running))
+        if batch.decoding:
+            return self.perf.prefill_s(batch.new_tokens + len(batch.decoding))
+        return self.perf.prefill_s(batch.new_tokens)
+
+    def _admit(self) -> PrefillBatch | None:
+        """sglang 0.5.23 sglang/srt/managers/scheduler.py _get_new_batch_prefill_raw with schedule_policy.py's
+        PrefillAdder: the chunked request continues first (add_chunked_req); a request whose rest does not fit
+        one chunk becomes the chunked request and closes the batch; only one request is chunked at a time."""
+        batch = PrefillBatch()
         budget = self.limits.max_prefill_tokens
         free_tokens = self.limits.max_total_num_tokens - self.used_tokens
-        while self.waiting and len(self.running) + len(batch) < self.limits.max_running_requests:
+        if self.chunked is not None:
+            budget, free_tokens = self._continue_chunked(batch, budget, free_tokens)
+        self._order_waiting()
+        while (self.waiting and self.chunked is None
+               and len(self.running) + len(batch.requests) < self.limits.max_running_requests):
             request = self.waiting[0]
-            if (batch and request.input_len > budget) or request.input_len > free_tokens:
+            prefix = self.cache.match(request.prefix_keys, request.input_len) if self.cache else 0
+            extend = request.input_len - prefix
+            if (batch.requests and extend > budget) or extend > free_tokens:
                 break
-            batch.append(self.waiting.popleft())
-            budget -= request.input_len
-            free_tokens -= request.input_len
+            self.waiting.popleft()
+            request.prefilled = request.cached_tokens = prefix
+            batch.hit_tokens += prefix
+            chunk = self._chunk(extend)
+            batch.add(request, chunk)
+            budget -= chunk
+            free_tokens -= chunk
+            if chunk < extend:
+                self.chunked = request
+        if not batch.requests:
+            return None
+        if self.limits.mixed_chunk:
+            batch.decoding = list(self.running)
         return batch
 
-    def _finish_prefill(self, batch: list[GenRequest]) -> None:
+    def _continue_chunked(self, batch: PrefillBatch, budget: int, free_tokens: int) -> tuple[int, int]:
+        request = self.chunked
+        rest = request.input_len - request.prefilled
+        chunk = self._chunk(rest)
+        batch.add(request, chunk)
+        if chunk == rest:
+            self.chunked = None
+        return budget - chunk, free_tokens - chunk
+
+    def _chunk(self, tokens: int) -> int:
+        size = self.limits.chunked_prefill_size
+        return tokens if not size or size <= 0 else min(tokens, size)
+
+    def _order_waiting(self) -> None:
+        """lpm: longest cached prefix first (schedule_policy.py _sort_by_longest_prefix, a stable sort); matching
+        every waiting request also refreshes its prefix's LRU time, so queued prefixes outlive the rest. Without
+        a radix cache SGLang runs fcfs whatever the policy (SchedulePolicy._validate_and_adjust_policy)."""
+        if (self.cache is None or self.limits.schedule_policy != "lpm" or len(self.waiting) < 2
+                or len(self.waiting) > LPM_MAX_QUEUE):
+            return
+        matched = {id(r): self.cache.match(r.prefix_keys, r.input_len) for r in self.waiting}
+        self.waiting = deque(sorted(self.waiting, key=lambda r: -matched[id(r)]))
+
+    def _finish_prefill(self, batch: PrefillBatch) -> None:
         now = time.monotonic()
-        new_tokens = sum(r.input_len for r in batch)
-        self.stats.prompt_tokens += new_tokens
+        completed = [r for r, tokens in zip(batch.requests, batch.extend) if self._prefilled(r, tokens)]
+        self.stats.prompt_tokens += sum(r.input_len for r in completed)
         logger.info(
-            f"Prefill batch. #new-seq: {len(batch)}, #new-token: {new_tokens}, #cached-token: 0, "
-            f"token usage: {self._usage():.2f}, #running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
+            f"Prefill batch. #new-seq: {len(batch.requests)}, #new-token: {batch.new_tokens}, "
+            f"#cached-token: {batch.hit_tokens}, token usage: {self._usage():.2f}, "
+            f"#running-req: {len(self.running)}, #queue-req: {len(self.waiting)}, "
         )
-        for request in batch:
+        # 0.5.23 speculative_hook.py: "Mixed steps degrade running requests to a plain 1-token decode."
+        for request in batch.decoding:
+            self._advance(request, 1, now)
+        self.running = [r for r in self.running if not r.done]
+        for request in completed:
             request.accept_length = self._request_accept_length()
             request.first_token_at = now
             self._advance(request, 1, now)
             if not request.done:
                 self.running.append(request)
+
+    def _prefilled(self, request: GenRequest, tokens: int) -> bool:
+        """Count a prefilled chunk; a complete prompt goes into the prefix cache (cache_unfinished_req)."""
+        request.prefilled += tokens
+        if request.prefilled < request.input_len:
+            return False
+        self._cache_insert(request.prefix_keys)
+        return True
+
+    def _cache_insert(self, keys: list[int]) -> None:
+        """Insert, then evict LRU pages so the cache fits the pool beside the running requests."""
+        if self.cache is None or not keys:
+            return
+        self.cache.insert(keys)
+        self.cache.evict_to(self.limits.max_total_num_tokens - self.used_tokens)
 
     def _request_accept_length(self) -> float:
         mean = self.perf.accept_length
@@ -220,8 +346,15 @@ class Scheduler:
                 request.finish_reason = {"type": "length", "length": request.max_new_tokens}
             request.finished_at = now
             self.stats.finished_requests += 1
+            self._cache_finished(request)
         request.updated.set()
         return added
+
+    def _cache_finished(self, request: GenRequest) -> None:
+        """cache_finished_req: the prompt and its output stay cached, so the next turn of a conversation hits."""
+        if self.cache is not None and request.prompt is not None:
+            units = tokens.token_units(request.prompt, request.generated)
+            self._cache_insert(page_keys(units, self.limits.page_size))
 
     def _usage(self) -> float:
         return self.used_tokens / self.limits.max_total_num_tokens if self.limits.max_total_num_tokens else 0.0

@@ -20,6 +20,7 @@ import aiohttp
 from aiohttp import web
 
 from sglang._emulator import gpu_state
+from sglang._emulator.capacity import MemoryPlan
 from sglang._emulator.engine import CUDA_ERROR_TEXT, Engine, create_engine
 from sglang._emulator.http_app import HttpApi
 from sglang._emulator.logs import UvicornAccessLogger, as_rank, configure_logging, uvicorn_logger
@@ -44,6 +45,16 @@ def main(argv: list[str] | None = None) -> int:
     set_global_server_args_for_scheduler(server_args)
     logger.info(server_args.dump())
     return asyncio.run(EmulatedServer(server_args, profile).run())
+
+
+def scheduler_limits(args: ServerArgs, plan: MemoryPlan) -> SchedulerLimits:
+    """The scheduler's limits and policies from the resolved server args and the memory plan."""
+    return SchedulerLimits(
+        plan.max_running_requests, plan.max_total_num_tokens, args.max_prefill_tokens, args.decode_log_interval,
+        speculative=bool(args.speculative_algorithm), chunked_prefill_size=args.chunked_prefill_size,
+        mixed_chunk=args.enable_mixed_chunk, radix_cache=not args.disable_radix_cache,
+        schedule_policy=args.schedule_policy, page_size=args.page_size,
+    )
 
 
 class EmulatedServer:
@@ -86,9 +97,7 @@ class EmulatedServer:
         rng = random.Random(self.profile.seed)
         self.scheduler = Scheduler(
             engine.perf,
-            SchedulerLimits(engine.plan.max_running_requests, engine.plan.max_total_num_tokens,
-                            self.args.max_prefill_tokens, self.args.decode_log_interval,
-                            bool(self.args.speculative_algorithm)),
+            scheduler_limits(self.args, engine.plan),
             self.profile.time_scale, self.profile.noise_cv, self.profile.instance_cv,
             self.profile.speculative.request_cv, rng, engine.scheduler_prefix,
         )

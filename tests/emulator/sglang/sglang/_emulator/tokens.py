@@ -30,6 +30,15 @@ def count_text_tokens(text: str) -> int:
     return max(1, -(-len(text) // CHARS_PER_TOKEN))
 
 
+def token_units(prompt: str | list[int], generated: int = 0) -> list[str] | list[int]:
+    """The prompt and its first `generated` output tokens as the stand-in tokenizer's tokens (what the prefix
+    cache compares): token ids as they are, text as 4-character pieces of the prompt followed by the output."""
+    if isinstance(prompt, str):
+        text = prompt + output_text(0, generated)
+        return [text[start:start + CHARS_PER_TOKEN] for start in range(0, len(text), CHARS_PER_TOKEN)]
+    return list(prompt) + output_ids(0, generated)
+
+
 def render_chat(messages: list[dict[str, Any]]) -> str:
     """ChatML-style prompt the token count is taken from (with the assistant turn opened)."""
     parts = [f"<|im_start|>{m.get('role', 'user')}\n{_content_text(m.get('content'))}<|im_end|>\n" for m in messages]

@@ -381,6 +381,10 @@ class ServerArgs:
                     "Max running requests is reset to 48 for speculative decoding. You can override this by "
                     "explicitly setting --max-running-requests."
                 )
+            # 0.5.11 runs eagle without mixed chunks (0.5.23 keeps them: SpeculativeAlgorithm.supports_mixed_chunk).
+            if self.enable_mixed_chunk:
+                self.enable_mixed_chunk = False
+                logger.warning("Mixed chunked prefill is disabled because of using eagle speculative decoding.")
             if self.speculative_num_steps is None:
                 self.speculative_num_steps = SPEC_DEFAULT_STEPS
                 self.speculative_eagle_topk = self.speculative_eagle_topk or SPEC_DEFAULT_TOPK
