@@ -20,7 +20,7 @@ import math
 import statistics
 import typing as t
 
-Measure = t.Callable[[float, int], t.List[dict]]
+Measure = t.Callable[[float, int], list[dict]]
 DEFAULT_RESOLUTION = 0.05
 DEFAULT_REPEATS = 3
 DEFAULT_MAX_PROBES = 12
@@ -41,8 +41,8 @@ def _check_options(start_rate: float, min_rate: float, resolution: float, repeat
 class _Probes:
     """What was measured so far, per rate: every run's ``slo_holds`` and ``goodput_rps``."""
 
-    def __init__(self, repeats: int) -> None:
-        self.repeats = repeats
+    def __init__(self, repeats: int, resolution: float) -> None:
+        self.repeats, self.resolution = repeats, resolution
         self.runs: dict[float, list[dict]] = {}
         self.log: list[dict] = []
 
@@ -77,7 +77,7 @@ class _Probes:
                    default=None)
 
 
-def _next_probe(probes: _Probes, start_rate: float, min_rate: float, resolution: float) -> tuple | None:
+def _next_probe(probes: _Probes, start_rate: float, min_rate: float) -> tuple | None:
     """(rate, runs, phase) of the next measurement, or None when the answer is known or cannot be found."""
     lower, upper = probes.lower(), probes.upper()
     if lower is None and upper is None:
@@ -87,7 +87,7 @@ def _next_probe(probes: _Probes, start_rate: float, min_rate: float, resolution:
     if lower is None:
         rate = upper / BRACKET_FACTOR
         return (rate, 1, "bracket") if rate >= min_rate else None
-    if upper / lower > 1.0 + resolution:
+    if upper / lower > 1.0 + probes.resolution:
         return math.sqrt(lower * upper), probes.repeats, "bisect"
     if not probes.confirmed(lower):
         return lower, probes.repeats - len(probes.runs[lower]), "confirm"
@@ -99,16 +99,18 @@ def _median_goodput(runs: list[dict]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def _reason(rate: float | None, upper: float | None, converged: bool, probes: _Probes, resolution: float,
-            min_rate: float) -> str:
-    limit = "the client could not drive it" if upper is not None and any(
-        run.get("client_limited") for run in probes.runs[upper]) else "the SLO failed there"
+def _client_limited(probes: _Probes, rate: float | None) -> bool:
+    return rate is not None and any(run.get("client_limited") for run in probes.runs[rate])
+
+
+def _reason(rate: float | None, upper: float | None, converged: bool, probes: _Probes, min_rate: float) -> str:
     if rate is None and upper is not None and upper / BRACKET_FACTOR < min_rate:
         return f"no rate meets the SLO: it failed at {upper:g} req/s and min_rate is {min_rate:g}"
     if rate is None:
         return "no rate was confirmed within max_probes"
+    limit = "the client could not drive it" if _client_limited(probes, upper) else "the SLO failed there"
     bound = f"below {upper:g} req/s ({limit})" if upper is not None else "no failing rate found"
-    done = (f"within {resolution:.0%}" if converged else "max_probes reached before the resolution")
+    done = f"within {probes.resolution:.0%}" if converged else "max_probes reached before the resolution"
     return f"{rate:g} req/s met the SLO in all of {len(probes.runs[rate])} runs, {bound}; {done}"
 
 
@@ -117,28 +119,30 @@ def find_max_rate(measure: Measure, *, start_rate: float, min_rate: float = 0.01
                   max_probes: int = DEFAULT_MAX_PROBES) -> dict:
     """The highest request rate meeting the SLO in all ``repeats`` runs, to ``resolution`` (relative).
 
-    Returns ``rate_rps`` (None when no rate was confirmed), ``goodput_rps`` (median over its runs), ``bracket``
-    ([highest met, lowest failed]), ``converged``, ``limited_by_client``, ``reason``, ``probes`` (every
+    ``start_rate`` is a guess of the capacity (the best candidate's rate so far saves bracket probes); the search
+    never reports a rate below ``min_rate``. Returns ``rate_rps`` (None when no rate was confirmed),
+    ``goodput_rps`` (median over its runs), ``bracket`` ([highest rate that held in every run so far, lowest that
+    failed]), ``converged``, ``limited_by_client``, ``reason``, ``probes`` (every
     measurement in order: rate, phase, repeats, holds, goodput_rps, client_limited) and ``cost`` (probes, runs)."""
     _check_options(start_rate, min_rate, resolution, repeats, max_probes)
-    probes = _Probes(repeats)
+    probes = _Probes(repeats, resolution)
     while len(probes.log) < max_probes:
-        step = _next_probe(probes, start_rate, min_rate, resolution)
+        step = _next_probe(probes, start_rate, min_rate)
         if step is None:
             break
         rate, runs, phase = step
         probes.add(rate, phase, list(measure(rate, runs)))
     rate, upper = probes.best_confirmed(), probes.upper()
-    converged = _next_probe(probes, start_rate, min_rate, resolution) is None and rate is not None
+    converged = _next_probe(probes, start_rate, min_rate) is None and rate is not None
     return {
         "rate_rps": rate,
         "goodput_rps": _median_goodput(probes.runs[rate]) if rate is not None else None,
         "bracket": [probes.lower(), upper],
         "converged": converged,
-        "limited_by_client": upper is not None and any(run.get("client_limited") for run in probes.runs[upper]),
+        "limited_by_client": _client_limited(probes, upper),
         "rule": f"all {repeats} runs at the rate hold the SLO",
         "resolution": resolution,
-        "reason": _reason(rate, upper, converged, probes, resolution, min_rate),
+        "reason": _reason(rate, upper, converged, probes, min_rate),
         "probes": probes.log,
         "cost": {"probes": len(probes.log), "runs": sum(entry["repeats"] for entry in probes.log)},
     }
