@@ -588,13 +588,18 @@ def test_short_sweep_matches_the_profile_curve(launch, tmp_path: Path) -> None:
 
 
 async def _closed_loop(url: str, concurrency: int, rounds: int, input_len: int, output_len: int) -> float:
-    body = {"prompt": list(range(1000, 1000 + input_len)), "max_tokens": output_len, "ignore_eos": True,
-            "stream": True, "stream_options": {"include_usage": True}}
+    # Each prompt differs from its first token on, so the radix cache has nothing to serve (as the bench client's).
+    prompts = iter(range(10**6, 2 * 10**6))
+
+    def body() -> dict:
+        return {"prompt": [next(prompts), *range(1000, 999 + input_len)], "max_tokens": output_len,
+                "ignore_eos": True, "stream": True, "stream_options": {"include_usage": True}}
+
     async with aiohttp.ClientSession(url) as session:
         async def client() -> int:
             tokens = 0
             for _ in range(rounds):
-                async with session.post("/v1/completions", json=body) as response:
+                async with session.post("/v1/completions", json=body()) as response:
                     async for line in response.content:
                         if line.startswith(b"data: {") and b'"choices": []' in line:
                             tokens += json.loads(line[6:])["usage"]["completion_tokens"]
