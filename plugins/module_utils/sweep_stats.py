@@ -287,6 +287,10 @@ def _compare_level(concurrency: int, baseline_runs: list[dict], candidate_runs: 
     result["change_pct"] = change
     if design is not None:
         result.update(_sequential_verdict(baseline, candidate, options, design))
+        # The rule decides on the mean of the log ratio: the change shown is the one it held against the threshold
+        # (the medians' ratio can sit on the other side of it), the medians' change is kept beside it.
+        result["median_change_pct"] = change
+        result["change_pct"] = result["sequential"].get("estimate_pct", change)
     elif min(len(baseline), len(candidate)) >= MIN_RUNS_FOR_TEST:
         result.update(_tested_verdict(baseline, candidate, change, options))
     else:

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -267,6 +269,19 @@ def test_a_sequential_candidate_is_judged_by_its_rule_and_says_why_each_level_st
     assert "; C=64 3 (no change, inside ±2.0%)" in result["sequential"]["summary"]
     assert result["table"].splitlines()[0] == SEQUENTIAL_COMPARE_HEADER
     assert result["table"].splitlines()[2].endswith("| improved | 2 (efficacy upper) |")
+
+
+def test_a_sequential_level_shows_the_change_its_rule_held_against_the_threshold() -> None:
+    """Skewed runs put the medians' ratio and the rule's mean-log estimate apart; the one shown is the rule's."""
+    reference = sweep({16: [1000.0, 1000.0, 1000.0, 1000.0, 1300.0]})
+    candidate = sequential_sweep({16: [1020.0, 1020.0, 1400.0]}, reference)
+    level = compare_sweeps(reference, candidate)["levels"][0]
+    mean_log = (statistics.fmean(map(math.log, (1020.0, 1020.0, 1400.0)))
+                - statistics.fmean(map(math.log, (1000.0, 1000.0, 1000.0, 1000.0, 1300.0))))
+    assert level["change_pct"] == pytest.approx((math.exp(mean_log) - 1) * 100)
+    assert level["change_pct"] == pytest.approx(level["sequential"]["estimate_pct"])
+    assert level["median_change_pct"] == pytest.approx(2.0)
+    assert f"{level['change_pct']:+.1f}%" in compare_sweeps(reference, candidate)["table"]
 
 
 def test_a_level_still_measuring_is_low_confidence_and_left_out_levels_say_why() -> None:
