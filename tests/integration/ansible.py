@@ -43,6 +43,11 @@ class PlaybookResult:
         """Seconds every host spent in the task named ``task_name`` (without the playbook's own start-up)."""
         return {host: data["duration"] for host, data in self._task_events(task_name).items()}
 
+    def task_paths(self) -> set[str]:
+        """Files (without line numbers) of every task that ran: where its role or playbook came from."""
+        return {event["event_data"]["task_path"].rsplit(":", 1)[0] for event in self.events
+                if event["event"] == "playbook_on_task_start" and event.get("event_data", {}).get("task_path")}
+
     def artifacts(self) -> dict:
         """set_stats data of the run, as AWX hands it to downstream workflow nodes."""
         for event in self.events:
@@ -65,8 +70,10 @@ class PlaybookRunner:
 
     def run(self, playbook: str | Path, extravars: dict | None = None, *, limit: str | None = None,
             check: bool = False, diff: bool = False, tags: str | None = None,
-            inventory: Path | None = None, verbosity: int = 0) -> PlaybookResult:
-        """Run ``playbook``; ``verbosity`` 3 is ``-vvv`` (module arguments, results, connection details)."""
+            inventory: Path | None = None, verbosity: int = 0,
+            collections_path: Path | None = None) -> PlaybookResult:
+        """Run ``playbook``; ``verbosity`` 3 is ``-vvv`` (module arguments, results, connection details);
+        ``collections_path`` replaces ansible.cfg's (this checkout) as where llmops.sglang is found."""
         RUNNER_TMP.mkdir(parents=True, exist_ok=True)
         private_data_dir = tempfile.mkdtemp(prefix="run-", dir=RUNNER_TMP)
         cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
@@ -84,6 +91,7 @@ class PlaybookRunner:
                 envvars={
                     "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
                     "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
+                    **({"ANSIBLE_COLLECTIONS_PATH": str(collections_path)} if collections_path else {}),
                 },
             )
             return PlaybookResult(status=result.status, rc=result.rc, stats=result.stats or {},

@@ -1,8 +1,12 @@
-"""Every AWX job template run the way AWX runs it - its playbook, the demo inventory, extra vars = the survey's
-defaults plus the set_stats artifacts of the upstream workflow nodes - along the workflow's approved path."""
+"""Every AWX job template run the way AWX runs it - its playbook from the project, the collection from the Galaxy
+tarball its execution environment installs (extensions/awx, execution-environment.yml), the demo inventory, extra
+vars = the survey's defaults plus the set_stats artifacts of the upstream workflow nodes - along the workflow's
+approved path. So the routine runs end to end from the installed artifact, not from this checkout."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +44,21 @@ def gpu2(fleet):
 
 
 @pytest.fixture(scope="module")
+def ee_collections(tmp_path_factory) -> Path:
+    """The collection as the execution environment has it: built with ansible-galaxy, installed from the tarball."""
+    tmp = tmp_path_factory.mktemp("ee")
+    bin_dir = Path(sys.executable).parent
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": str(tmp), "ANSIBLE_COLLECTIONS_PATH": str(tmp / "collections")}
+    subprocess.run([str(bin_dir / "ansible-galaxy"), "collection", "build", "--output-path", str(tmp / "dist"),
+                    str(REPO_ROOT)], cwd=tmp, env=env, check=True, capture_output=True, timeout=120)
+    tarball = next((tmp / "dist").glob("llmops-sglang-*.tar.gz"))
+    subprocess.run([str(bin_dir / "ansible-galaxy"), "collection", "install", "--offline", "-p",
+                    str(tmp / "collections"), str(tarball)], cwd=tmp, env=env, check=True, capture_output=True,
+                   timeout=120)
+    return tmp / "collections"
+
+
+@pytest.fixture(scope="module")
 def awx_inventory(tmp_path_factory, fleet) -> Path:
     """The demo inventory for one host; the fast benchmark settings come from host_vars (an inventory source)."""
     host = next(h for h in fleet.hosts() if h.name == HOST)
@@ -50,7 +69,7 @@ def awx_inventory(tmp_path_factory, fleet) -> Path:
     return directory
 
 
-def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, tmp_path, fleet, gpu2):
+def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, ee_collections, tmp_path, fleet, gpu2):
     templates = {t["name"]: t for t in yaml.safe_load((AWX / "job_templates.yml").read_text())["llmops_awx_job_templates"]}
     path = approved_path()
     assert path == [f"llmops-sglang {s}" for s in ("preflight", "baseline", "flags", "moe_tune", "verify", "rollout", "report")]
@@ -59,8 +78,12 @@ def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, t
         template = templates[name]
         # The survey default for tuning_run_root is a path on the AWX job host; here it must stay in the test's tmp.
         extravars = {**survey_defaults(template["survey"]), **artifacts, "tuning_run_root": str(tmp_path)}
-        result = runner.run(REPO_ROOT / template["playbook"], extravars, inventory=awx_inventory)
+        result = runner.run(REPO_ROOT / template["playbook"], extravars, inventory=awx_inventory,
+                            collections_path=ee_collections)
         assert result.status == "successful", f"{name}: {result.stdout[-4000:]}"
+        roles = {path for path in result.task_paths() if "/roles/" in path}
+        assert roles and all(path.startswith(f"{ee_collections}/ansible_collections/llmops/sglang/roles/")
+                             for path in roles), f"{name} ran roles from outside the installed artifact: {roles}"
         published = result.artifacts()
         if template["stage"] not in ("report", "rollout"):
             assert published[f"llmops_{template['stage']}"][HOST]["status"] == "done"
