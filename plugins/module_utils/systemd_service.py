@@ -4,7 +4,7 @@
 and the wait until the server is really ready.
 
 Private to the llmops.sglang collection. Commands run through a ``run(argv) -> (rc, out, err)``
-callable (``AnsibleModule.run_command`` in modules) so the logic stays testable.
+callable (``command_runner.CommandRunner`` in modules, with :data:`SYSTEMD_ENVIRON`) so the logic stays testable.
 """
 from __future__ import annotations
 
@@ -17,10 +17,13 @@ from dataclasses import dataclass, field
 from urllib.error import HTTPError, URLError
 
 from ansible.module_utils.urls import open_url
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import command_environment
 
 READY_MARKER = "The server is fired up and ready to roll!"
 # How stale the unit state may get while the journal is quiet or busy.
 STATE_CHECK_INTERVAL_S = 0.5
+# Environment of every systemctl/journalctl call (besides the forced locale): never a pager.
+SYSTEMD_ENVIRON = {"SYSTEMD_PAGER": ""}
 
 Runner = Callable[[list], tuple]
 
@@ -90,9 +93,11 @@ def wait_until_ready(run: Runner, unit: str, health_url: str, timeout_s: float) 
     started = time.monotonic()
     first = unit_state(run, unit)
     invocation = first.invocation_id
+    # A raw Popen, not run_command (it returns when the program ended): the wait reacts to each line as it is
+    # written. Its environment is the forced locale of every other command (command_runner.command_environment).
     follower = subprocess.Popen(
         ["journalctl", "--no-pager", "--output=cat", "--all", "--follow", f"_SYSTEMD_INVOCATION_ID={invocation}"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=command_environment(SYSTEMD_ENVIRON, base=os.environ))
     marker_seen = False
     reason = "timeout"
     buffer = b""

@@ -248,6 +248,7 @@ import shutil
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils.action_request import read_request
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     deprecated_alias_warnings, parse_help_flags, validate_server_args)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import (
@@ -255,7 +256,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight imp
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import (
-    invocation_log, start_failure, unit_state, wait_until_ready)
+    SYSTEMD_ENVIRON, invocation_log, start_failure, unit_state, wait_until_ready)
 
 MODULE = "llmops.sglang.server"
 BACKUP_SUFFIX = ".llmops-backup"
@@ -273,10 +274,10 @@ class ServerDeployment:
         self.unit_path = os.path.join(self.params["unit_dir"], self.unit)
         self.env_path = os.path.join(self.params["env_dir"], f"{self.name}.env")
         self.actions: list[str] = []
+        # every command of the deploy; a systemctl that changes the host is not run in check mode
+        self.run = CommandRunner(module, environ=SYSTEMD_ENVIRON)
 
     # ---- helpers --------------------------------------------------------------------------
-    def run(self, argv: list) -> tuple:
-        return self.module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""})
 
     def fail(self, msg: str, **extra) -> None:
         self.module.fail_json(msg=msg, unit_path=self.unit_path, actions=self.actions, **extra)
@@ -322,8 +323,7 @@ class ServerDeployment:
         def run_python(argv: list) -> tuple:  # with the server's environment
             env = {key: str(value) for key, value in self.params["environment"].items()}
             cwd = self.params["working_directory"]  # the service's sys.path[0], as the launcher sets it
-            return self.module.run_command(argv, environ_update={**env, "LC_ALL": "C"},
-                                           cwd=cwd if os.path.isdir(cwd) else "/")
+            return self.run(argv, environ=env, cwd=cwd if os.path.isdir(cwd) else "/")
         errors = preflight_errors(self.run, self.params, self.unit, unit_state(self.run, self.unit).main_pid,
                                   self.unit_content, run_python=run_python, current_unit=self.read(self.unit_path))
         if errors:
@@ -386,7 +386,7 @@ class ServerDeployment:
         return restored
 
     def systemctl(self, *args: str) -> None:
-        rc, out, err = self.run(["systemctl", *args])
+        rc, out, err = self.run(["systemctl", *args], changes=True)
         if rc != 0:
             self.fail(f"systemctl {' '.join(args)} failed: {err.strip() or out.strip()}")
         self.actions.append(" ".join(args))
@@ -448,7 +448,7 @@ class ServerDeployment:
         failure = facts.get("error") or start_failure(ready.reason)
         rolled_back, rollback = False, {}
         restored_note = "there was no previous unit, so the service is left stopped"
-        self.run(["systemctl", "stop", self.unit])
+        self.run(["systemctl", "stop", self.unit], changes=True)
         if had_previous and self.restore_backup():
             self.systemctl("daemon-reload")
             # the previous unit answers on its own host/port, which this deploy may have changed

@@ -90,6 +90,8 @@ log_lines:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils._server_facts import server_facts
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import SYSTEMD_ENVIRON
 
 
 def main() -> None:
@@ -106,12 +108,8 @@ def main() -> None:
         required_one_of=[("name", "log_file")],
         supports_check_mode=True,
     )
-
-    def run(argv):
-        return module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""})
-
     try:
-        result = server_facts(module.params, run)
+        result = server_facts(module.params, CommandRunner(module, environ=SYSTEMD_ENVIRON))
     except (OSError, RuntimeError, PermissionError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)
