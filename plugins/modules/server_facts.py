@@ -15,6 +15,8 @@ description:
     merged, with the source of every value.
   - Effective capacity (max_running_requests, KV tokens), arguments the server changed by itself,
     MoE configs used / fallen back / missing, warnings, readiness and the classified error.
+  - M(llmops.sglang.server) returns the same facts of the start it deployed (from the log it followed); this module
+    reads those of a server that runs already.
   - Secrets are masked in the whole result, whatever their source (O(api_key), the service's key file, C(/server_info),
     the log), every C(api_key) / C(admin_api_key) value (C(server_info.api_key), C(facts.server_args.api_key), ...)
     is V(***), and the key itself is replaced by V(***) wherever else it would appear.
