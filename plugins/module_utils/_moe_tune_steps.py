@@ -16,6 +16,7 @@ import tempfile
 import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu import parse_query_gpu, query_gpu_argv
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_batch_sizes import resolve_batch_sizes
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_bytes
@@ -48,7 +49,7 @@ def _host_gpus(module) -> list[dict]:
     nvidia_smi = module.get_bin_path("nvidia-smi")
     if nvidia_smi is None:
         raise ValueError("nvidia-smi was not found on the host; the tuner needs the GPUs and their name")
-    rc, out, err = module.run_command(query_gpu_argv(nvidia_smi), environ_update={"LC_ALL": "C"})
+    rc, out, err = CommandRunner(module)(query_gpu_argv(nvidia_smi))
     gpus = parse_query_gpu(out) if rc == 0 else []
     if not gpus:
         raise ValueError(f"nvidia-smi lists no GPUs (rc={rc}): {(err or out).strip()[-300:]}")
@@ -58,7 +59,7 @@ def _host_gpus(module) -> list[dict]:
 def _check_checkout(module, installed: str) -> str:
     """The tuner directory, after checking the checkout's version and scripts."""
     params = module.params
-    tuner = tuner_facts(params["source_dir"], installed, module.run_command)
+    tuner = tuner_facts(params["source_dir"], installed, CommandRunner(module))
     if tuner["source_version"] is None:
         raise ValueError(f"source_dir: cannot tell which SGLang {params['source_dir']} is: "
                          f"{tuner['source_version_problem']}; the installed sglang is {installed}, check out its tag "
@@ -118,7 +119,7 @@ def _default_chunk_size(params: dict, gpus: list[dict]) -> int:
 
 def _plan_step(module) -> dict:
     params = module.params
-    probe = probe_sglang(module.run_command, params["python"])
+    probe = probe_sglang(CommandRunner(module), params["python"])
     tuner_dir = _check_checkout(module, probe["versions"]["sglang"])
     if params["mode"] == "benchmark" and params["kernel"] == "down":
         raise ValueError("kernel: benchmark mode times the whole fused MoE with the main tuner; use kernel=up")
@@ -132,7 +133,7 @@ def _plan_step(module) -> dict:
     file_name = _tuner_file_name(params, model_config, tuner_device_name(gpus, params["environment"]))
     sizes = resolve_batch_sizes(params["batch_sizes"], params["max_running_requests"],
                                 params["speculative_num_draft_tokens"], params["chunked_prefill_size"])
-    cli = read_tuner_cli(lambda argv: module.run_command(argv, environ_update=tuner_environment({}, params["environment"])),
+    cli = read_tuner_cli(CommandRunner(module).bound(environ=tuner_environment({}, params["environment"])),
                          params["python"], tuner_dir, DOWN_TUNER if params["kernel"] == "down" else MAIN_TUNER)
     plan = {"mode": params["mode"], "kernel": params["kernel"], "file_name": file_name, "tuner_dir": tuner_dir,
             "batch_sizes": sizes["batch_sizes"], "batch_sizes_reason": sizes["reason"], "timeout": params["timeout"],

@@ -1,8 +1,9 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""What the server_facts module does, private to it: read the startup log of the unit's current start (or a log
-file), fetch ``/server_info`` and merge the two, every value with its source. The module holds its docs,
-argument_spec and a main() that calls :func:`server_facts` once.
+"""What the server_facts module does: read the startup log of the unit's current start (or a log file), fetch
+``/server_info`` and merge the two, every value with its source. The module holds its docs, argument_spec and a
+main() that calls :func:`server_facts` once. The server module returns the same facts of the start it deployed
+from the log it followed (:func:`startup_facts`), so that journal is read once.
 
 Private to the llmops.sglang collection. Runs on the managed host (Ansiballz ships it with the module): stdlib and
 ansible.module_utils only.
@@ -75,6 +76,18 @@ def _merge(facts: dict, server_info: dict | None) -> tuple[dict, dict, list]:
     return merged, sources, mismatches
 
 
+def startup_facts(text: str, url: str | None, api_key: str | None, timeout: float) -> dict:
+    """``facts``, ``sources``, ``mismatches``, ``server_info`` and ``log_lines`` of one start's log ``text``: parsed,
+    merged with ``/server_info`` of ``url`` (None: not asked), secrets masked.
+
+    Raises PermissionError (a 401 without the right key) with the message to fail with.
+    """
+    server_info = _fetch_server_info(url, api_key, timeout) if url else None
+    facts, sources, mismatches = _merge(parse_startup_log(text), server_info)
+    return mask_secrets({"facts": facts, "sources": sources, "mismatches": mismatches, "server_info": server_info,
+                         "log_lines": text.count("\n")}, [api_key])
+
+
 def server_facts(params: dict, run) -> dict:
     """The module's result for its ``params``: the startup log of the unit's current start (``run`` runs systemctl
     and journalctl) or of ``log_file`` parsed, merged with ``/server_info``, secrets masked.
@@ -92,7 +105,4 @@ def server_facts(params: dict, run) -> dict:
         result["invocation_id"] = state.invocation_id
         text = invocation_log(run, state.invocation_id)
     api_key = params["api_key"] or _read_api_key(params["env_dir"], params["name"])
-    server_info = _fetch_server_info(params["url"], api_key, params["timeout"]) if params["url"] else None
-    facts, sources, mismatches = _merge(parse_startup_log(text), server_info)
-    return mask_secrets({"facts": facts, "sources": sources, "mismatches": mismatches, "server_info": server_info,
-                         "log_lines": text.count("\n"), **result}, [api_key])
+    return mask_secrets({**startup_facts(text, params["url"], api_key, params["timeout"]), **result}, [api_key])

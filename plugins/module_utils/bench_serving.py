@@ -30,6 +30,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
     resolve_model,
     stop_after_run,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import command_environment
 
 BACKENDS = {"completions": "sglang-oai", "chat": "sglang-oai-chat", "generate": "sglang"}
 REQUIRED_KEYS = ("duration", "completed", "total_output_tokens", "output_throughput", "mean_e2e_latency_ms")
@@ -114,8 +115,10 @@ def last_record(path: Path) -> dict:
 
 
 def run_subprocess(argv: list[str], env: dict[str, str], timeout_s: float | None) -> tuple[int, str, str]:
+    """One bench_serving run. subprocess, not run_command: a level has a time limit (level_timeout_s), which
+    run_command has not; the environment is the runner's (command_runner.command_environment: the forced locale)."""
     try:
-        done = subprocess.run(argv, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout_s,
+        done = subprocess.run(argv, env=command_environment(env, base=os.environ), capture_output=True, text=True, timeout=timeout_s,
                               check=False)
     except subprocess.TimeoutExpired as exc:
         raise BenchAborted(f"bench_serving did not finish within level_timeout_s={timeout_s:g}", "time_limit") from exc

@@ -5,7 +5,10 @@ per-target checkpoints, the final output and progress lines (targets, batch size
 have their own files: moe_targets, moe_batch_sizes, moe_search_space).
 
 Private to the llmops.sglang collection. Stdlib only (runs on the managed hosts' python3). Processes
-are started only by :func:`run_tuner` and :func:`ray_cluster_gpus`; files are touched only by the
+are started only by :func:`run_tuner`, :func:`ray_cluster_gpus` and :func:`ray_workers`, with ``subprocess``:
+the tuner runs for hours in its own process group that the guard may end, and the Ray probes need a time limit,
+neither of which ``AnsibleModule.run_command`` offers. Their environment is :func:`tuner_environment`, which
+forces the locale of every other command (``command_runner.command_environment``). Files are touched only by the
 ``read_*`` functions and :func:`merge_into_checkpoint`.
 
 A checkpoint (``<work_dir>/checkpoints/<file name>.checkpoint``) is a JSON document
@@ -27,6 +30,7 @@ from typing import Any
 
 from ansible_collections.llmops.sglang.plugins.module_utils.action_request import read_request, request_file_name
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import command_environment
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import down_tuner_arguments
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_validation import validate_config
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import parse_help_flags
@@ -96,7 +100,7 @@ def visible_gpu_count(environment: dict) -> int | None:
 
 def ray_cluster_gpus(python: str, env: dict[str, str], timeout_s: float = 120.0) -> int:
     """GPUs of the Ray cluster ``RAY_ADDRESS`` in ``env`` points at, asked through the SGLang python's ray."""
-    try:
+    try:  # subprocess, not run_command: a time limit; env is tuner_environment's (the forced locale)
         probe = subprocess.run([python, "-c", RAY_GPU_PROBE], env=env, capture_output=True, text=True,
                                timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
@@ -120,7 +124,7 @@ def ray_workers(python: str, env: dict[str, str], driver_pid: int, batch_sizes: 
     Ray does not record, so ``hosts_used`` counts hosts whose workers had work only when every worker had some
     (batch sizes >= workers). Raises ValueError when Ray cannot be asked or knows no job of that driver.
     """
-    try:
+    try:  # subprocess, not run_command: a time limit; env is tuner_environment's (the forced locale)
         probe = subprocess.run([python, "-c", RAY_WORKERS_PROBE, str(driver_pid), actor_class], env=env,
                                capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
@@ -336,6 +340,8 @@ def run_tuner(argv: list[str], cwd: str, env: dict[str, str], timeout_s: float,
     paths = (os.path.join(cwd, "tuner.out"), os.path.join(cwd, "tuner.err"))
     started = time.monotonic()
     with open(paths[0], "wb") as out, open(paths[1], "wb") as err:
+        # A raw Popen, not run_command: the tuner runs for hours in its own process group, which the host's guard
+        # (on_start) and the timeout below end as a whole. ``env`` comes from tuner_environment (the forced locale).
         process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                    start_new_session=True)
         if on_start is not None:
@@ -364,9 +370,10 @@ def _end_process_group(process: subprocess.Popen) -> None:
 
 
 def tuner_environment(base: dict[str, str], environment: dict) -> dict[str, str]:
-    """The task's environment over the module's; unbuffered output so logs are complete up to a crash,
-    and Ray's log de-duplication off so every worker line reaches the log."""
-    env = {**base, **{key: str(value) for key, value in environment.items()}}
+    """The task's environment over the module's, the forced locale of every command over both (its messages are
+    parsed: log_tail, crash lines); unbuffered output so logs are complete up to a crash, and Ray's log
+    de-duplication off so every worker line reaches the log."""
+    env = command_environment(environment, base=base)
     env.setdefault("PYTHONUNBUFFERED", "1")
     env.setdefault("RAY_DEDUP_LOGS", "0")
     return env

@@ -3,7 +3,7 @@
 """The SGLang installation of a host as its own Python sees it, and the source checkout used for tuning.
 
 Private to the llmops.sglang collection. Pure stdlib; commands run through a
-``run(argv) -> (rc, out, err)`` callable (``AnsibleModule.run_command`` in modules).
+``run(argv) -> (rc, out, err)`` callable (``command_runner.CommandRunner`` in modules).
 """
 from __future__ import annotations
 
@@ -13,6 +13,8 @@ import re
 import shutil
 import subprocess
 from collections.abc import Callable
+
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import command_environment
 
 # Runs inside the SGLang venv; prints one JSON document.
 PROBE = r"""
@@ -128,7 +130,9 @@ def source_version(source_dir: str, run: Runner | None = None) -> str | None:
 
 
 def _run(argv: list) -> tuple:
-    completed = subprocess.run(argv, capture_output=True, text=True, check=False)
+    """The runner of a caller without a module (the tests, the controller): modules pass their CommandRunner."""
+    completed = subprocess.run(argv, capture_output=True, text=True, check=False,
+                               env=command_environment(base=os.environ))
     return completed.returncode, completed.stdout, completed.stderr
 
 

@@ -71,6 +71,7 @@ topology:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu import parse_query_gpu, query_gpu_argv, summarize
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import renew_leases
 
@@ -86,7 +87,8 @@ def main() -> None:
     if nvidia_smi is None:
         module.fail_json(msg=f"nvidia_smi: `{module.params['nvidia_smi']}` was not found on the host; "
                              "install the NVIDIA driver or set nvidia_smi to its path")
-    rc, out, err = module.run_command(query_gpu_argv(nvidia_smi), environ_update={"LC_ALL": "C"})
+    run = CommandRunner(module)
+    rc, out, err = run(query_gpu_argv(nvidia_smi))
     if rc != 0:
         module.fail_json(msg=f"nvidia-smi failed (rc={rc}): {(err or out).strip()}", rc=rc)
     try:
@@ -97,7 +99,7 @@ def main() -> None:
         module.fail_json(msg="nvidia-smi lists no GPUs on this host")
     result = {"changed": False, "gpus": gpus, "summary": summarize(gpus)}
     if module.params["topology"]:
-        rc, out, err = module.run_command([nvidia_smi, "topo", "-m"], environ_update={"LC_ALL": "C"})
+        rc, out, err = run([nvidia_smi, "topo", "-m"])
         result["topology"] = out if rc == 0 else None
     module.exit_json(**result)
 

@@ -171,6 +171,7 @@ errors:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
     apply_changes, config_roots, install_changes, list_configs, read_requested, restore_backup, seed_changes,
     validation_report)
@@ -186,7 +187,7 @@ class InvalidConfigs(ValueError):
 def present(module: AnsibleModule) -> dict:
     params = module.params
     requested = read_requested(params["configs"])
-    roots = config_roots(module.run_command, params["python"], params["config_dir"], params["triton_dir"])
+    roots = config_roots(CommandRunner(module), params["python"], params["config_dir"], params["triton_dir"])
     install_dir = os.path.join(roots.root, roots.triton_dir)
     errors, warnings = validation_report(requested, roots.rules, install_dir, roots.triton_dir)
     if errors:

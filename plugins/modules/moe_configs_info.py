@@ -63,6 +63,7 @@ listing:
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import config_roots, list_configs
 
 
@@ -77,7 +78,7 @@ def main() -> None:
     )
     params = module.params
     try:
-        roots = config_roots(module.run_command, params["python"], params["config_dir"], params["triton_dir"])
+        roots = config_roots(CommandRunner(module), params["python"], params["config_dir"], params["triton_dir"])
     except (ValueError, OSError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(changed=False, install_dir=os.path.join(roots.root, roots.triton_dir), listing=list_configs(roots.root))

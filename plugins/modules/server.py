@@ -13,7 +13,9 @@ description:
     requested flags against the SGLang installed on the host, installs the unit, restarts the
     service and waits until it is really ready (unit active, ready marker in this start's journal,
     health endpoint answering).
-  - Returns the startup log of exactly this start, selected by the systemd invocation id.
+  - Returns the startup log of exactly this start, selected by the systemd invocation id, and its facts (the log parsed
+    by the parser of M(llmops.sglang.server_facts), merged with C(/server_info)). The journal the wait followed is
+    the log, so it is read once, and no M(llmops.sglang.server_facts) is needed after a deploy.
   - When the new configuration fails to start, the cause is classified from the log, the previous
     unit is restored and restarted, and the task fails naming the cause and SGLang's suggested fix.
 author:
@@ -216,6 +218,37 @@ ready_seconds:
   description: Seconds from restart to ready.
   returned: when restarted
   type: float
+facts:
+  description:
+    - What the server of this start really did, as M(llmops.sglang.server_facts) returns it (C(facts)). The startup
+      log parsed (capacity, arguments the server changed, MoE configs, warnings, readiness), merged with
+      C(/server_info) (asked with O(api_key)), secrets masked.
+    - Null when C(facts_error) says why they could not be read.
+  returned: when the service runs
+  type: dict
+  sample: {max_running_requests: 48, max_total_num_tokens: 1166432, ready: true, missing_moe_configs: []}
+sources:
+  description: Where each fact came from (V(log), V(server_info) or V(log+server_info) when both agree).
+  returned: when the service runs
+  type: dict
+  sample: {max_running_requests: log+server_info}
+mismatches:
+  description: Facts where the log and C(/server_info) disagree (the log value is kept).
+  returned: when the service runs
+  type: list
+  elements: dict
+server_info:
+  description: The C(/server_info) document (secrets masked as V(***)), or null when not reachable.
+  returned: when the service runs
+  type: dict
+log_lines:
+  description: Number of lines of C(startup_log).
+  returned: when the service runs
+  type: int
+facts_error:
+  description: Why the facts could not be read (C(/server_info) answered 401), else null; the deploy itself succeeded.
+  returned: when the service runs
+  type: str
 failure:
   description:
     - Classified cause of a failed start (from the startup log parser), C(kind) in the operator's terms
@@ -246,8 +279,10 @@ import pwd
 import shutil
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils._server_facts import startup_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.action_request import read_request
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     deprecated_alias_warnings, parse_help_flags, validate_server_args)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import (
@@ -255,10 +290,12 @@ from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight imp
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import (
-    invocation_log, start_failure, unit_state, wait_until_ready)
+    SYSTEMD_ENVIRON, invocation_log, start_failure, unit_state, wait_until_ready)
 
 MODULE = "llmops.sglang.server"
 BACKUP_SUFFIX = ".llmops-backup"
+# HTTP timeout of /server_info for the facts (server_facts' default).
+SERVER_INFO_TIMEOUT_S = 10.0
 
 
 class ServerDeployment:
@@ -273,10 +310,10 @@ class ServerDeployment:
         self.unit_path = os.path.join(self.params["unit_dir"], self.unit)
         self.env_path = os.path.join(self.params["env_dir"], f"{self.name}.env")
         self.actions: list[str] = []
+        # every command of the deploy; a systemctl that changes the host is not run in check mode
+        self.run = CommandRunner(module, environ=SYSTEMD_ENVIRON)
 
     # ---- helpers --------------------------------------------------------------------------
-    def run(self, argv: list) -> tuple:
-        return self.module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""})
 
     def fail(self, msg: str, **extra) -> None:
         self.module.fail_json(msg=msg, unit_path=self.unit_path, actions=self.actions, **extra)
@@ -295,10 +332,23 @@ class ServerDeployment:
             self.fail("api_key: a key cannot hold a line break or NUL")
         return f"SGLANG_API_KEY={key}\n" if key else None
 
-    def health_url(self) -> str:
+    def base_url(self) -> str:
         host = self.params["host"]
         host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-        return f"http://{host}:{self.params['port']}/health"
+        return f"http://{host}:{self.params['port']}"
+
+    def health_url(self) -> str:
+        return f"{self.base_url()}/health"
+
+    def facts(self, invocation_id: str, log: str) -> dict:
+        """The start's log and its facts (what server_facts returns for it), from the log already read."""
+        try:
+            facts = startup_facts(log, self.base_url(), self.params["api_key"], SERVER_INFO_TIMEOUT_S)
+            facts_error = None
+        except PermissionError as exc:
+            facts, facts_error = {"facts": None, "sources": {}, "mismatches": [], "server_info": None,
+                                  "log_lines": log.count("\n")}, str(exc)
+        return {"invocation_id": invocation_id, "startup_log": log, **facts, "facts_error": facts_error}
 
     # ---- validation -----------------------------------------------------------------------
     def validate_flags(self) -> None:
@@ -322,8 +372,7 @@ class ServerDeployment:
         def run_python(argv: list) -> tuple:  # with the server's environment
             env = {key: str(value) for key, value in self.params["environment"].items()}
             cwd = self.params["working_directory"]  # the service's sys.path[0], as the launcher sets it
-            return self.module.run_command(argv, environ_update={**env, "LC_ALL": "C"},
-                                           cwd=cwd if os.path.isdir(cwd) else "/")
+            return self.run(argv, environ=env, cwd=cwd if os.path.isdir(cwd) else "/")
         errors = preflight_errors(self.run, self.params, self.unit, unit_state(self.run, self.unit).main_pid,
                                   self.unit_content, run_python=run_python, current_unit=self.read(self.unit_path))
         if errors:
@@ -386,7 +435,7 @@ class ServerDeployment:
         return restored
 
     def systemctl(self, *args: str) -> None:
-        rc, out, err = self.run(["systemctl", *args])
+        rc, out, err = self.run(["systemctl", *args], changes=True)
         if rc != 0:
             self.fail(f"systemctl {' '.join(args)} failed: {err.strip() or out.strip()}")
         self.actions.append(" ".join(args))
@@ -416,7 +465,7 @@ class ServerDeployment:
             self.actions += [a for a, on in (("write unit", unit_changed), (env_action, env_changed),
                                              (f"enable {self.unit}", needs_enable), ("restart", needs_restart)) if on]
             if state.running and not self.module.check_mode:
-                result.update(invocation_id=state.invocation_id, startup_log=invocation_log(self.run, state.invocation_id))
+                result.update(self.facts(state.invocation_id, invocation_log(self.run, state.invocation_id)))
             return result
 
         self.backup()
@@ -440,6 +489,7 @@ class ServerDeployment:
                       ready_seconds=round(ready.seconds, 3))
         if not ready.ready:
             self.handle_failed_start(ready, had_previous=old_unit is not None)
+        result.update(self.facts(ready.invocation_id, ready.log))  # the followed log: the journal is read once
         self.discard_env_backup()
         return result
 
@@ -448,7 +498,7 @@ class ServerDeployment:
         failure = facts.get("error") or start_failure(ready.reason)
         rolled_back, rollback = False, {}
         restored_note = "there was no previous unit, so the service is left stopped"
-        self.run(["systemctl", "stop", self.unit])
+        self.run(["systemctl", "stop", self.unit], changes=True)
         if had_previous and self.restore_backup():
             self.systemctl("daemon-reload")
             # the previous unit answers on its own host/port, which this deploy may have changed

@@ -15,6 +15,8 @@ description:
     merged, with the source of every value.
   - Effective capacity (max_running_requests, KV tokens), arguments the server changed by itself,
     MoE configs used / fallen back / missing, warnings, readiness and the classified error.
+  - M(llmops.sglang.server) returns the same facts of the start it deployed (from the log it followed); this module
+    reads those of a server that runs already.
   - Secrets are masked in the whole result, whatever their source (O(api_key), the service's key file, C(/server_info),
     the log), every C(api_key) / C(admin_api_key) value (C(server_info.api_key), C(facts.server_args.api_key), ...)
     is V(***), and the key itself is replaced by V(***) wherever else it would appear.
@@ -90,6 +92,8 @@ log_lines:
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils._server_facts import server_facts
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import SYSTEMD_ENVIRON
 
 
 def main() -> None:
@@ -106,12 +110,8 @@ def main() -> None:
         required_one_of=[("name", "log_file")],
         supports_check_mode=True,
     )
-
-    def run(argv):
-        return module.run_command(argv, environ_update={"LC_ALL": "C", "SYSTEMD_PAGER": ""})
-
     try:
-        result = server_facts(module.params, run)
+        result = server_facts(module.params, CommandRunner(module, environ=SYSTEMD_ENVIRON))
     except (OSError, RuntimeError, PermissionError) as exc:
         module.fail_json(msg=str(exc))
     module.exit_json(**result)

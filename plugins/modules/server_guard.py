@@ -130,6 +130,7 @@ import time
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils import server_guard_program
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_manifest
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import (
     RECORD_FILE, STATE_FILE, WORK_DIR, guard_dir, guard_unit, guard_unit_text, read_json, snapshot_files,
@@ -146,9 +147,10 @@ class Guard:
         self.record_path = os.path.join(os.path.dirname(self.dir), f"{self.service}.{RECORD_FILE}")
         self.unit = guard_unit(self.service)
         self.unit_path = os.path.join(self.params["unit_dir"], self.unit)
+        self.run = CommandRunner(module)
 
     def systemctl(self, *args: str) -> None:
-        rc, out, err = self.module.run_command(["systemctl", *args], environ_update={"LC_ALL": "C"})
+        rc, out, err = self.run(["systemctl", *args], changes=True)
         if rc != 0:
             self.module.fail_json(msg=f"systemctl {' '.join(args)} failed: {err.strip() or out.strip()}")
 

@@ -84,6 +84,7 @@ import json
 import os
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import triton_dir_for
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_shapes import model_moe_shape
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
@@ -101,7 +102,7 @@ def main() -> None:
     renew_leases()  # a sign of the controller, which the host's guards of a running stage wait for
     params = module.params
     try:
-        probe = probe_sglang(module.run_command, params["python"])
+        probe = probe_sglang(CommandRunner(module), params["python"])
     except ValueError as exc:
         module.fail_json(msg=str(exc))
     versions = probe["versions"]
@@ -114,7 +115,7 @@ def main() -> None:
     except ValueError as exc:
         result["moe_rules"] = {"version": versions["sglang"], "problem": str(exc)}
     if params["source_dir"]:
-        result["tuner"] = tuner_facts(params["source_dir"], versions["sglang"], module.run_command)
+        result["tuner"] = tuner_facts(params["source_dir"], versions["sglang"], CommandRunner(module))
     if params["model_path"]:
         config_path = os.path.join(params["model_path"], "config.json")
         try:

@@ -2,6 +2,8 @@
 validation before change, rollback of a failed start, check mode, per-invocation logs."""
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from tests.integration.sglang_server import BASELINE, deploy, host_state
@@ -86,5 +88,14 @@ def test_startup_log_holds_only_this_invocation(fleet, runner, gpu1):
         assert result.status == "successful", result.stdout
         assert res["startup_log"].count("server_args=ServerArgs(") == 1
         assert res["startup_log"].count("The server is fired up and ready to roll!") == 1
+        # The log is the journal the wait followed: what a read of this invocation's journal gives (a line logged
+        # after the deploy returned may follow it), and the facts come from it.
+        # (as bytes: fleet.run reads text with universal newlines, and the progress bars hold "\r")
+        journal = base64.b64decode(fleet.run(
+            gpu1, "sh", "-c", 'journalctl --no-pager --output=cat --all "_SYSTEMD_INVOCATION_ID=$0" | base64 -w0',
+            res["invocation_id"]).stdout).decode("utf-8", errors="surrogateescape")
+        assert journal.startswith(res["startup_log"]) and res["startup_log"].endswith("\n")
+        assert res["facts"]["ready"] is True and res["facts"]["max_running_requests"] == 48
+        assert res["facts_error"] is None and res["log_lines"] == res["startup_log"].count("\n")
     whole = fleet.run(gpu1, "journalctl", "--no-pager", "-o", "cat", "-u", "sglang.service").stdout
     assert whole.count("The server is fired up and ready to roll!") >= 3

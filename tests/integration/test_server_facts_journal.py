@@ -124,6 +124,8 @@ def test_server_facts_reads_only_the_current_start(fleet, runner, gpu1, journal_
           f"({int(whole)} lines)")
 
     assert large["invocation_id"] == deployed["invocation_id"] != small["invocation_id"]
+    # the deploy returned the facts of this start from the journal it followed; server_facts reads the same ones
+    assert deployed["facts"] == large["facts"] and deployed["sources"] == large["sources"]
     facts = large["facts"]
     assert facts["max_running_requests"] == 48 and facts["ready"] is True and facts["error"] is None
     assert large["log_lines"] < 1000, "a start logs a few hundred lines; earlier starts hold 100k each"

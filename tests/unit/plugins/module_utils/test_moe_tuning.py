@@ -109,8 +109,10 @@ def test_tuner_help_that_is_not_the_tuner_is_refused():
 
 
 def test_tuner_environment_overrides_and_defaults():
-    env = tuner_environment({"PATH": "/bin", "RAY_DEDUP_LOGS": "1"}, {"CUDA_VISIBLE_DEVICES": 0})
-    assert env == {"PATH": "/bin", "RAY_DEDUP_LOGS": "1", "CUDA_VISIBLE_DEVICES": "0", "PYTHONUNBUFFERED": "1"}
+    env = tuner_environment({"PATH": "/bin", "RAY_DEDUP_LOGS": "1", "LC_ALL": "de_DE.UTF-8"},
+                            {"CUDA_VISIBLE_DEVICES": 0, "LANGUAGE": "de"})
+    assert env == {"PATH": "/bin", "RAY_DEDUP_LOGS": "1", "CUDA_VISIBLE_DEVICES": "0", "PYTHONUNBUFFERED": "1",
+                   "LC_ALL": "C", "LANGUAGE": "C"}  # the forced locale of every command
 
 
 # --- checkpoints and output ----------------------------------------------------------------------
