@@ -98,7 +98,7 @@ _value:
           C(baseline_per_req_median), C(candidate_per_req_median), C(per_req_change_pct), C(n_baseline),
           C(n_candidate), C(cv_baseline_pct), C(cv_candidate_pct), C(p_value), C(ci_low_pct), C(ci_high_pct),
           C(threshold_pct), C(significant), C(method), C(verdict), C(low_confidence) and C(evidence) (a sentence).
-        - C(change_pct) is the change of the medians, except for a candidate measured with the stopping rule: there it
+        - C(change_pct) is the change of the medians, except for a candidate measured with the stopping rule, where it
           is the rule's estimate (mean of the log ratio, the number it held against C(threshold_pct)), and the
           medians' change is C(median_change_pct).
       type: list
