@@ -13,7 +13,7 @@ history) and measured from a fresh start, its earlier records removed.
 The re-verification (``verdict``) compares per-run goodput of the best candidate and the adopted configuration at the
 candidate's rate with the significance test of compare_sweeps (module_utils/sweep_stats.py ``compare_samples``:
 Mann-Whitney U and a bootstrap CI of the median ratio, an effect threshold of ``min_effect_pct`` or twice the runs'
-noise); a candidate is adopted only when its goodput improved significantly and it held the SLO in every run.
+noise); a candidate is adopted only when its goodput improved significantly.
 """
 from __future__ import annotations
 
@@ -47,7 +47,9 @@ WORKLOAD_BENCH_KEYS = ("input_len", "output_len", "endpoint", "model", "requests
 WORKLOAD_ARRIVAL_KEYS = ("process", "burstiness", "max_concurrency")
 RATE_DEFAULTS = {"start_rps": 1.0, "min_rps": 0.01, "resolution": rate_search.DEFAULT_RESOLUTION,
                  "repeats": rate_search.DEFAULT_REPEATS, "max_probes": rate_search.DEFAULT_MAX_PROBES}
-VERIFY_DEFAULTS = {"best": 1, "repeats": 5, "min_effect_pct": 2.0, "alpha": 0.05}
+# requests_per_level: of each verification run (null: the workload's); longer runs than the probes' give steadier
+# goodput where the adopted configuration is overloaded and the candidate at its boundary.
+VERIFY_DEFAULTS = {"best": 1, "repeats": 5, "min_effect_pct": 2.0, "alpha": 0.05, "requests_per_level": None}
 TOP_KEYS = ("knobs", "budget", "slo", "workload", "rate", "verify", "seed")
 # Without a restart budget the loop of the playbook still needs a length: at most this many candidates.
 MAX_CANDIDATES = 100
@@ -135,6 +137,9 @@ def check_search(search: t.Any) -> list[str]:
         if "repeats" in verify:
             # the significance test needs three runs per side
             _number(f"{VAR}.verify.repeats", verify["repeats"], errors, integer=True, low=3, inclusive_low=True)
+        if verify.get("requests_per_level") is not None:
+            _number(f"{VAR}.verify.requests_per_level", verify["requests_per_level"], errors, integer=True, low=1,
+                    inclusive_low=True)
         if "min_effect_pct" in verify:
             _number(f"{VAR}.verify.min_effect_pct", verify["min_effect_pct"], errors, inclusive_low=True)
         if "alpha" in verify:
@@ -185,9 +190,11 @@ class Inputs:
             return self.budget.max_restarts
         return min(self.space.grid_size() or MAX_CANDIDATES, MAX_CANDIDATES)
 
-    def bench(self, rate: float, repeats: int) -> dict:
+    def bench(self, rate: float, repeats: int, requests_per_level: int | None = None) -> dict:
         """The bench module's options of one probe: the workload at one open-loop request rate, under the SLO."""
         options = {key: self.workload[key] for key in WORKLOAD_BENCH_KEYS if self.workload.get(key) is not None}
+        if requests_per_level is not None:
+            options["requests_per_level"] = int(requests_per_level)
         arrival = {"request_rates": [rate], **{key: self.workload[key] for key in WORKLOAD_ARRIVAL_KEYS
                                               if self.workload.get(key) is not None}}
         return {**options, "arrival": arrival, "slo": self.slo, "repeats": int(repeats)}
@@ -362,13 +369,16 @@ class Stage:
                        "rate_rps": trial["value"], "args": {**adopted_args, **trial["params"]}} for trial in best]
         reason = None if best else "no candidate met the SLO at any rate; the adopted configuration stays"
         return {"candidates": candidates, "rate_rps": rate, "reason": reason, "stop_reason": search.stop_reason(),
-                "spent": search.spent(), "bench": self.inputs.bench(rate, int(self.inputs.verify["repeats"]))
+                "spent": search.spent(), "bench": self.inputs.bench(rate, int(self.inputs.verify["repeats"]),
+                                           self.inputs.verify["requests_per_level"])
                 if rate else None}
 
     def verdict(self, reference_sweep: dict, candidate_sweeps: dict[str, dict]) -> dict:
         """Whether one of the re-verified candidates is adopted: the one with the highest median goodput among those
-        whose goodput improved significantly over the adopted configuration's at the same rate and that held the SLO
-        in every run."""
+        whose goodput (requests per second that met the SLO) improved significantly over the adopted configuration's
+        at the same rate. Whether the SLO held in every run is reported, not required: the rate is the candidate's
+        boundary, where a run of several may just miss the percentile, and goodput already counts only the requests
+        that met it."""
         reference = [run.get("goodput_rps") or 0.0 for run in open_loop_runs(reference_sweep)]
         verify = self.inputs.verify
         comparisons = {}
@@ -385,13 +395,13 @@ class Stage:
             held = all(run.get("slo_holds") for run in runs)
             comparisons[name] = {**test, "slo_held_in_every_run": held, "runs": len(runs),
                                  "reference_goodput_rps": reference, "goodput_rps": values,
-                                 "improved": test["verdict"] == "improved" and held}
+                                 "improved": test["verdict"] == "improved"}
         winners = sorted((name for name, comparison in comparisons.items() if comparison["improved"]),
                          key=lambda name: -statistics.median(comparisons[name]["goodput_rps"]))
         reasons = []
         for name, comparison in comparisons.items():
-            why = ("SLO held in every run" if comparison["slo_held_in_every_run"]
-                   else "the SLO failed in a verification run")
+            why = ("the SLO held in every run" if comparison["slo_held_in_every_run"]
+                   else "the SLO missed its percentile in a run (reported; goodput counts the requests that met it)")
             reasons.append(f"candidate {name}: goodput {comparison['verdict']} ({comparison['evidence']}); {why}")
         winner = winners[0] if winners else None
         summary = (f"adopt candidate {winner}: significantly higher goodput than the adopted configuration at "
