@@ -10,8 +10,8 @@ short_description: One step of the goodput search stage of one host - the next c
 version_added: 1.0.0
 description:
   - The search stage (C(playbooks/search.yml)) deploys candidates and runs the benchmark itself; this action says
-    what comes next and records what came back in the host's search directory (O(dir), C(runs/<run_id>/search/<host>)):
-    C(search.json) (the strategy's history, the probes of the candidate being measured, the verification) and one
+    what comes next and records what came back in the host's search directory (O(dir), C(runs/<run_id>/search/<host>)),
+    namely C(search.json) (the strategy's history, the probes of the candidate being measured, the verification) and one
     directory per trial, C(trials/<NNN>/).
   - V(plan) says how many candidates the stage may start (RV(max_candidates)) and probes each may take
     (RV(max_probes)), and where an earlier attempt left the search; it records nothing.
