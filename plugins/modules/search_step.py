@@ -15,13 +15,13 @@ description:
     directory per trial, C(trials/<NNN>/).
   - V(plan) says how many candidates the stage may start (RV(max_candidates)) and probes each may take
     (RV(max_probes)), and where an earlier attempt left the search; it records nothing.
-  - V(next) proposes the next candidate (optuna TPE over O(search.knobs), from the history) or says the search is
+  - V(next) proposes the next candidate (optuna TPE over the knobs of O(search), from the history) or says the search is
     done (budget spent, space exhausted). Candidates the installed SGLang refuses (O(help_text)) or whose knobs the
     flag rules (O(rules), O(context)) say cannot take effect here are recorded as invalid without a start.
     A candidate interrupted while measured (a resumed stage) is proposed again and its earlier records removed.
   - V(probe) records the open-loop sweep of the probe just measured (O(sweep), none before the first) and returns
     the next probe's request rate and repeats with the bench options to measure it; once the highest rate that meets
-    the SLO in all repeats is bracketed to O(search.rate.resolution), it records the candidate's rate and returns
+    the SLO in all repeats is bracketed to the resolution of O(search) C(rate), it records the candidate's rate and returns
     RV(done).
   - V(failed_start) records the candidate as infeasible (it did not start; the server module rolled it back) with the
     failure's summary as the reason; the strategy samples less around it.

@@ -195,8 +195,8 @@ class Inputs:
         options = {key: self.workload[key] for key in WORKLOAD_BENCH_KEYS if self.workload.get(key) is not None}
         if requests_per_level is not None:
             options["requests_per_level"] = int(requests_per_level)
-        arrival = {"request_rates": [rate], **{key: self.workload[key] for key in WORKLOAD_ARRIVAL_KEYS
-                                              if self.workload.get(key) is not None}}
+        arrival = {key: self.workload[key] for key in WORKLOAD_ARRIVAL_KEYS if self.workload.get(key) is not None}
+        arrival = {"request_rates": [rate], **arrival}
         return {**options, "arrival": arrival, "slo": self.slo, "repeats": int(repeats)}
 
     def rate_options(self, start_rate: float) -> dict:
@@ -368,10 +368,10 @@ class Stage:
         candidates = [{"number": trial["number"], "name": trial_name(trial["number"]), "params": trial["params"],
                        "rate_rps": trial["value"], "args": {**adopted_args, **trial["params"]}} for trial in best]
         reason = None if best else "no candidate met the SLO at any rate; the adopted configuration stays"
+        bench = self.inputs.bench(rate, int(self.inputs.verify["repeats"]), self.inputs.verify["requests_per_level"]) \
+            if rate else None
         return {"candidates": candidates, "rate_rps": rate, "reason": reason, "stop_reason": search.stop_reason(),
-                "spent": search.spent(), "bench": self.inputs.bench(rate, int(self.inputs.verify["repeats"]),
-                                           self.inputs.verify["requests_per_level"])
-                if rate else None}
+                "spent": search.spent(), "bench": bench}
 
     def verdict(self, reference_sweep: dict, candidate_sweeps: dict[str, dict]) -> dict:
         """Whether one of the re-verified candidates is adopted: the one with the highest median goodput among those
