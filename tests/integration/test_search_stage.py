@@ -6,7 +6,8 @@ The profile is the demo's GPUs and model at real time (time_scale 1) with a star
 construction: under a TTFT SLO the capacity is set by how many requests run at once, so max_running_requests 32
 beats 8 whatever the chunk size, and mem_fraction_static 0.97 leaves no room for the CUDA graphs (the emulator's
 memory plan: 95.6 GiB x 3% < graphs + activation reserve), so every candidate with it fails to start. The baseline
-runs 8 requests at once. The strategy's first candidates are seeded random picks (optuna TPE's startup trials), so
+runs 8 requests at once. Measured on 2 shared cores (1000-in/32-out, TTFT p90 <= 300 ms): 32 running requests meet
+the SLO up to ~9.5 req/s, 8 up to ~5.7 (with 16 output tokens the two came within noise of each other). The strategy's first candidates are seeded random picks (optuna TPE's startup trials), so
 with seed 0 the four restarts of the budget are: an OOM, (32, 4096), (8, 512), an OOM.
 """
 from __future__ import annotations
