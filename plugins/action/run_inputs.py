@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
-from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import validate_run_inputs
+from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import InputError, as_bool, validate_run_inputs
+from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import check_search
 
 OPTIONS = ("stages", "force", "bench", "compare", "sequential", "policy", "moe", "flag_sets", "baseline_args",
            "skip_ineffective", "emulator_time_scale", "inventory_hosts")
@@ -27,9 +28,22 @@ class ActionModule(ControllerAction):
             "skip_ineffective": {"type": "raw"},
             "emulator_time_scale": {"type": "raw"},
             "inventory_hosts": {"type": "list", "elements": "str"},
+            "search": {"type": "raw"},
+            "search_selected": {"type": "raw", "default": False},
         })
         inputs = {name: args[name] for name in OPTIONS if args.get(name) is not None}
         errors = validate_run_inputs(inputs)
+        try:
+            search_selected = as_bool("search_selected", args["search_selected"])
+        except InputError as exc:
+            errors.append(str(exc))
+            search_selected = False
+        if args["search"] is not None:
+            errors += check_search(args["search"])
+            inputs["search"] = args["search"]
+        elif search_selected:
+            errors.append("tuning_run_search: the search stage is selected but its inputs are not set; set knobs, "
+                          "budget and slo (docs/run-directory.md, \"Search\")")
         if errors:
             raise AnsibleActionFail(
                 f"{len(errors)} input error{'s' if len(errors) > 1 else ''}, nothing was changed: " + "; ".join(errors),

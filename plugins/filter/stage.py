@@ -61,6 +61,9 @@ _value:
     stops_servers:
       description: Whether it stops the servers for its whole length.
       type: bool
+    selected_by_default:
+      description: Whether a run without C(-e stages) runs it (the search stage runs only when selected).
+      type: bool
     adopted_from:
       description: The stages whose C(adopted.json) it starts from, the most recent first.
       type: list

@@ -16,7 +16,7 @@ options:
     description: The property.
     type: str
     required: true
-    choices: [routine, records, adopts, reads_adopted, guarded, stops_servers, forceable]
+    choices: [routine, records, adopts, reads_adopted, guarded, stops_servers, selected_by_default, forceable]
 """
 
 EXAMPLES = r"""

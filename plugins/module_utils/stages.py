@@ -40,6 +40,9 @@ class Stage:
     guarded: bool
     # Stops the servers for its whole length (the MoE tuner owns the GPUs); an AWX workflow asks a person first.
     stops_servers: bool
+    # In a run's default stages (tuning_run_stages without -e stages). A routine stage that is not runs only when
+    # selected: -e stages=...,<name>, or its inputs (tuning_run_<name>) set while -e stages is not given.
+    selected_by_default: bool = True
 
     @property
     def playbook(self) -> str:
@@ -68,6 +71,8 @@ STAGES: tuple[Stage, ...] = (
           stops_servers=False),
     Stage("flags", "Flags", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
           stops_servers=False),
+    Stage("search", "Search", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
+          stops_servers=False, selected_by_default=False),
     Stage("moe_tune", "MoE tuning", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
           stops_servers=True),
     Stage("verify", "Verify", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
@@ -114,5 +119,6 @@ def as_dict(stage: Stage, stages: t.Iterable[Stage] = STAGES) -> dict:
 PROPERTIES = tuple(field.name for field in fields(Stage) if field.type == "bool") + ("forceable",)
 # The lists the consumers use, by what they mean.
 ROUTINE = names(routine=True)       # tune.yml's order; -e stages; the API's and CLI's stage names
+DEFAULT = names(routine=True, selected_by_default=True)  # the stages of a run without -e stages
 RECORDED = names(records=True)      # stages with <stage>/<host>/stage.json: the report's stages, GPU-minutes
 FORCEABLE = names(forceable=True)   # -e force

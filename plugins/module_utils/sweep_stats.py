@@ -239,6 +239,24 @@ def _tested_verdict(baseline: list[float], candidate: list[float], change: float
     }
 
 
+def compare_samples(baseline: list[float], candidate: list[float], *, min_effect_pct: float = 2.0,
+                    alpha: float = 0.05, n_boot: int = 2000, seed: int = 0) -> dict:
+    """The verdict of compare_sweeps for two samples of one higher-is-better metric (per-run values): ``verdict``
+    (improved, regressed, within_noise), ``change_pct`` (of the medians), the test's ``p_value``, CI and threshold,
+    ``evidence``. Fewer than MIN_RUNS_FOR_TEST runs on a side are judged against the effect threshold only."""
+    options = _validated_options("agg_tok_s", min_effect_pct, min_effect_pct, alpha, n_boot, seed)
+    change = _change_pct(_median(baseline), _median(candidate))
+    if change is None:
+        return {"verdict": "within_noise", "change_pct": None, "method": None, "p_value": None, "significant": None,
+                "threshold_pct": options["min_effect_pct"],
+                "evidence": "no change measurable (a median is missing or the baseline's is 0)"}
+    if min(len(baseline), len(candidate)) < MIN_RUNS_FOR_TEST:
+        verdict = _noise_band_verdict(change, options)
+    else:
+        verdict = _tested_verdict(baseline, candidate, change, options)
+    return {"change_pct": change, **verdict}
+
+
 def _noise_band_verdict(change: float, options: dict) -> dict:
     threshold = max(options["noise_band_pct"], options["min_effect_pct"])
     verdict = _direction(change, threshold)

@@ -77,6 +77,15 @@ options:
     description: Hosts of the inventory; C(tuning_run_moe.tune_hosts) must name some of them.
     type: list
     elements: str
+  search:
+    description:
+      - Inputs of the search stage (C(tuning_run_search)), C(knobs), C(budget), C(slo), C(workload), C(rate),
+        C(verify), C(seed); each error names the field (for example V(tuning_run_search.budget.max_restarts)).
+    type: raw
+  search_selected:
+    description: Whether the search stage is about to run; then O(search) must be set.
+    type: raw
+    default: false
 """
 
 EXAMPLES = r"""

@@ -114,24 +114,45 @@ def _reason(rate: float | None, upper: float | None, converged: bool, probes: _P
     return f"{rate:g} req/s met the SLO in all of {len(probes.runs[rate])} runs, {bound}; {done}"
 
 
-def find_max_rate(measure: Measure, *, start_rate: float, min_rate: float = 0.01,
-                  resolution: float = DEFAULT_RESOLUTION, repeats: int = DEFAULT_REPEATS,
-                  max_probes: int = DEFAULT_MAX_PROBES) -> dict:
-    """The highest request rate meeting the SLO in all ``repeats`` runs, to ``resolution`` (relative).
-
-    ``start_rate`` is a guess of the capacity (the best candidate's rate so far saves bracket probes); the search
-    never reports a rate below ``min_rate``. Returns ``rate_rps`` (None when no rate was confirmed),
-    ``goodput_rps`` (median over its runs), ``bracket`` ([highest rate that held in every run so far, lowest that
-    failed]), ``converged``, ``limited_by_client``, ``reason``, ``probes`` (every
-    measurement in order: rate, phase, repeats, holds, goodput_rps, client_limited) and ``cost`` (probes, runs)."""
-    _check_options(start_rate, min_rate, resolution, repeats, max_probes)
+def _probes_of(log: t.Sequence[dict], repeats: int, resolution: float) -> _Probes:
+    """The probes of a recorded log (``probes`` of a result, or of ``add_probe``): its runs rebuilt per rate."""
     probes = _Probes(repeats, resolution)
-    while len(probes.log) < max_probes:
-        step = _next_probe(probes, start_rate, min_rate)
-        if step is None:
-            break
-        rate, runs, phase = step
-        probes.add(rate, phase, list(measure(rate, runs)))
+    for entry in log:
+        runs = [{"slo_holds": holds, "goodput_rps": goodput, "client_limited": entry.get("client_limited", False)}
+                for holds, goodput in zip(entry["holds"], entry["goodput_rps"])]
+        probes.add(float(entry["rate_rps"]), entry["phase"], runs)
+    return probes
+
+
+def add_probe(log: t.Sequence[dict], rate: float, phase: str, runs: list[dict]) -> list[dict]:
+    """The log with one more measurement: ``runs`` are bench open-loop runs (``slo_holds``, ``goodput_rps``,
+    ``client_limited``) at ``rate``. The log is all the state a stepped search needs (resumable as JSON)."""
+    probes = _Probes(DEFAULT_REPEATS, DEFAULT_RESOLUTION)
+    probes.add(float(rate), phase, list(runs))
+    return [*log, *probes.log]
+
+
+def next_probe(log: t.Sequence[dict], *, start_rate: float, min_rate: float = 0.01,
+               resolution: float = DEFAULT_RESOLUTION, repeats: int = DEFAULT_REPEATS,
+               max_probes: int = DEFAULT_MAX_PROBES) -> dict | None:
+    """The next measurement of a stepped search over ``log``: ``{rate_rps, repeats, phase}``, or None when the
+    answer is known, cannot be found or ``max_probes`` are spent (then ``rate_result`` says which). A caller that
+    measures each probe itself (a playbook calling the bench module) alternates this, its measurement and
+    ``add_probe``; ``find_max_rate`` is the same loop with a ``measure`` function."""
+    _check_options(start_rate, min_rate, resolution, repeats, max_probes)
+    if len(log) >= max_probes:
+        return None
+    step = _next_probe(_probes_of(log, repeats, resolution), start_rate, min_rate)
+    if step is None:
+        return None
+    rate, runs, phase = step
+    return {"rate_rps": rate, "repeats": runs, "phase": phase}
+
+
+def rate_result(log: t.Sequence[dict], *, start_rate: float, min_rate: float = 0.01,
+                resolution: float = DEFAULT_RESOLUTION, repeats: int = DEFAULT_REPEATS) -> dict:
+    """The answer of the measurements in ``log`` (the keys of ``find_max_rate``)."""
+    probes = _probes_of(log, repeats, resolution)
     rate, upper = probes.best_confirmed(), probes.upper()
     converged = _next_probe(probes, start_rate, min_rate) is None and rate is not None
     return {
@@ -146,3 +167,23 @@ def find_max_rate(measure: Measure, *, start_rate: float, min_rate: float = 0.01
         "probes": probes.log,
         "cost": {"probes": len(probes.log), "runs": sum(entry["repeats"] for entry in probes.log)},
     }
+
+
+def find_max_rate(measure: Measure, *, start_rate: float, min_rate: float = 0.01,
+                  resolution: float = DEFAULT_RESOLUTION, repeats: int = DEFAULT_REPEATS,
+                  max_probes: int = DEFAULT_MAX_PROBES) -> dict:
+    """The highest request rate meeting the SLO in all ``repeats`` runs, to ``resolution`` (relative).
+
+    ``start_rate`` is a guess of the capacity (the best candidate's rate so far saves bracket probes); the search
+    never reports a rate below ``min_rate``. Returns ``rate_rps`` (None when no rate was confirmed),
+    ``goodput_rps`` (median over its runs), ``bracket`` ([highest rate that held in every run so far, lowest that
+    failed]), ``converged``, ``limited_by_client``, ``reason``, ``probes`` (every
+    measurement in order: rate, phase, repeats, holds, goodput_rps, client_limited) and ``cost`` (probes, runs)."""
+    options = {"start_rate": start_rate, "min_rate": min_rate, "resolution": resolution, "repeats": repeats}
+    log: list[dict] = []
+    while True:
+        step = next_probe(log, max_probes=max_probes, **options)
+        if step is None:
+            break
+        log = add_probe(log, step["rate_rps"], step["phase"], list(measure(step["rate_rps"], step["repeats"])))
+    return rate_result(log, **options)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils.drift import verdicts_within_drift
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import PART_LABELS, PARTS
-from ansible_collections.llmops.sglang.plugins.module_utils.stages import RECORDED
+from ansible_collections.llmops.sglang.plugins.module_utils.stages import DEFAULT, RECORDED
 
 try:
     import markdown
@@ -52,7 +52,11 @@ def host_measurements(run_dir: Path, host: str) -> list[dict]:
     found = []
     for stage in STAGES:
         stage_dir = run_dir / stage / host
-        if stage == "flags":
+        if stage == "search":
+            # the re-verified candidates, each with its decision (search_step verdict)
+            verified = sorted(p.name for p in (stage_dir / "verify").glob("*") if p.is_dir() and p.name != "adopted")
+            candidates = [(f"search: {name}", stage_dir / "verify" / name) for name in verified]
+        elif stage == "flags":
             order = (read_json(stage_dir / "stage.json") or {}).get("trials") or sorted(
                 p.name for p in (stage_dir / "trials").glob("*") if p.is_dir())
             candidates = [(f"flags: {name}", stage_dir / "trials" / name) for name in order]
@@ -161,7 +165,9 @@ def _drift(measurements: list[dict]) -> dict | None:
 def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
     decisions = [{"stage": m["stage"], "label": m["label"], **{k: m["decision"][k] for k in ("action", "summary", "reasons")}}
                  for m in measurements if m["decision"]]
-    stages = {stage: _stage_status(run_dir, stage, host) for stage in STAGES}
+    # a stage a run does not select by default (the search) is listed when it ran
+    stages = {stage: _stage_status(run_dir, stage, host) for stage in STAGES
+              if stage in DEFAULT or (run_dir / stage / host).is_dir()}
     return {
         "stages": stages,
         "decisions": decisions,
@@ -231,7 +237,7 @@ def _trial_note(trial: dict) -> str:
 def _cost_section(summary: dict) -> list[str]:
     cost = summary["cost"]
     rows = []
-    for stage in STAGES:
+    for stage in (name for name in STAGES if name in summary["stages"]):
         record = summary["stages"][stage].get("cost")
         if record:
             parts = record.get("parts") or {}
@@ -267,7 +273,7 @@ def _moe_cost_text(moe: dict) -> str:
 
 
 def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[dict]) -> str:
-    stages = ", ".join(f"{stage} {summary['stages'][stage]['status']}" for stage in STAGES)
+    stages = ", ".join(f"{stage} {summary['stages'][stage]['status']}" for stage in STAGES if stage in summary["stages"])
     parts = [f"## {host}", f"Stages: {stages}.", "### Decisions"]
     parts.append("\n".join(f"- **{d['label']}**: {d['summary']}" for d in summary["decisions"]) or "No trials.")
     parts += _cost_section(summary) + _drift_section(summary["drift"])
@@ -325,7 +331,8 @@ def summary_text(summary: dict) -> list[str]:
 
 def _cost_lines(host: str, data: dict) -> list[str]:
     cost = data["cost"]
-    costs = {stage: data["stages"][stage].get("cost") for stage in STAGES}  # summary.json sorts its keys
+    costs = {stage: data["stages"][stage].get("cost") for stage in STAGES  # summary.json sorts its keys
+             if stage in data["stages"]}
     stages = ", ".join(f"{stage} {cost['gpu_minutes']:,.1f}" for stage, cost in costs.items() if cost)
     if not stages:
         return []

@@ -169,7 +169,10 @@ def cost_table(summary: Summary) -> Table:
     title = f"GPU-minutes (total {summary.gpu_minutes:,.1f}" + (", real-GPU equivalent of the emulated run)" if emulated
                                                                  else ")")
     table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
-    measuring = stage_registry().RECORDED  # the stages that record GPU-minutes
+    registry = stage_registry()
+    # the stages that record GPU-minutes; one a run does not select by default (the search) when a host ran it
+    measuring = [stage for stage in registry.RECORDED if stage in getattr(registry, "DEFAULT", registry.RECORDED)
+                 or any(stage in host.stages for host in summary.hosts.values())]
     for column in ("Host", *measuring, "Total", "Saved by skips", "MoE estimate / actual"):
         table.add_column(column, justify="left" if column == "Host" else "right")
     for name, host in summary.hosts.items():

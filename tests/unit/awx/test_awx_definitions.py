@@ -128,7 +128,8 @@ def test_filter_rejects_a_cycle_and_converts_approvals():
         awx_workflow_nodes(cyclic, organization="Default")
     converted = {n["identifier"]: n for n in awx_workflow_nodes(WORKFLOW["nodes"], organization="Default")}
     assert converted["approve_moe_tune"]["unified_job_template"]["type"] == "workflow_approval"
-    assert converted["flags"]["related"]["success_nodes"] == [{"identifier": "approve_moe_tune"}]
+    assert converted["flags"]["related"]["success_nodes"] == [{"identifier": "search"}]
+    assert converted["search"]["related"]["success_nodes"] == [{"identifier": "approve_moe_tune"}]
     assert converted["flags"]["unified_job_template"] == {"type": "job_template", "name": "llmops-sglang flags",
                                                          "organization": {"name": "Default"}}
 

@@ -83,6 +83,7 @@ def disagreements(root: Path, stages: t.Sequence[t.Any]) -> list[str]:
     problems: list[str] = []
     names = [s.name for s in stages]
     routine = [s.name for s in stages if s.routine]
+    default = [s.name for s in stages if s.routine and getattr(s, "selected_by_default", True)]
     recorded = [s.name for s in stages if s.records]
 
     tune = (root / "playbooks" / "tune.yml").read_text()
@@ -107,11 +108,12 @@ def disagreements(root: Path, stages: t.Sequence[t.Any]) -> list[str]:
 
     defaults = (root / "roles/tuning_run/defaults/main.yml").read_text()
     default_stages = re.search(r"^tuning_run_stages: .*default\((\[[^]]*\])\)", defaults, re.MULTILINE)
-    if default_stages is None or yaml.safe_load(default_stages.group(1)) != routine:
-        problems.append(f"roles/tuning_run/defaults/main.yml: tuning_run_stages must default to {routine}")
+    if default_stages is None or yaml.safe_load(default_stages.group(1)) != default:
+        problems.append(f"roles/tuning_run/defaults/main.yml: tuning_run_stages must default to {default} (the "
+                        "routine's stages selected by default)")
     specs = yaml.safe_load((root / "roles/tuning_run/meta/argument_specs.yml").read_text())["argument_specs"]
-    if specs["main"]["options"]["tuning_run_stages"]["default"] != routine:
-        problems.append(f"roles/tuning_run/meta/argument_specs.yml: main.tuning_run_stages.default must be {routine}")
+    if specs["main"]["options"]["tuning_run_stages"]["default"] != default:
+        problems.append(f"roles/tuning_run/meta/argument_specs.yml: main.tuning_run_stages.default must be {default}")
     if specs["stage"]["options"]["tuning_run_stage"]["choices"] != recorded:
         problems.append(f"roles/tuning_run/meta/argument_specs.yml: stage.tuning_run_stage.choices must be {recorded} "
                         "(the stages that begin with stage.yml and record their end)")

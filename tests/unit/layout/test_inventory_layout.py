@@ -43,7 +43,7 @@ def test_the_example_fleet_is_its_own_inventory():
 def test_tune_yml_at_the_root_is_the_whole_routine():
     listed = _ansible("ansible-playbook", "tune.yml", "-i", "inventory", "--list-tasks").stdout
     tags = [line.rsplit("TAGS: ", 1)[1] for line in listed.splitlines() if line.strip().startswith("play #")]
-    assert tags == ["[preflight]", "[baseline]", "[flags]", "[moe_tune]", "[verify]", "[report]"]
+    assert tags == ["[preflight]", "[baseline]", "[flags]", "[search]", "[moe_tune]", "[verify]", "[report]"]
 
 
 def test_the_demo_accounts_the_emulator_at_its_profiles_time_scales():

@@ -44,14 +44,16 @@ def test_a_consumer_that_disagrees_is_named():
 
 
 def test_the_derived_lists_are_the_pipelines():
-    assert stages.ROUTINE == ("preflight", "baseline", "flags", "moe_tune", "verify", "report")
-    assert stages.RECORDED == stages.FORCEABLE == ("preflight", "baseline", "flags", "moe_tune", "verify")
+    assert stages.ROUTINE == ("preflight", "baseline", "flags", "search", "moe_tune", "verify", "report")
+    # the search runs only when selected: a run's default stages are the routine without it
+    assert stages.DEFAULT == ("preflight", "baseline", "flags", "moe_tune", "verify", "report")
+    assert stages.RECORDED == stages.FORCEABLE == ("preflight", "baseline", "flags", "search", "moe_tune", "verify")
     assert stages.names(stops_servers=True) == ("moe_tune",)
     # the stages whose adopted.json a stage starts from, most recent first (roles/tuning_run/tasks/stage.yml)
     assert stages.adopted_from("baseline") == ()
-    assert stages.adopted_from("moe_tune") == ("flags", "baseline")
-    assert stages.adopted_from("rollout") == stages.adopted_from("preflight") == ("verify", "moe_tune", "flags",
-                                                                                  "baseline")
+    assert stages.adopted_from("moe_tune") == ("search", "flags", "baseline")
+    assert stages.adopted_from("rollout") == stages.adopted_from("preflight") == ("verify", "moe_tune", "search",
+                                                                                  "flags", "baseline")
     with pytest.raises(ValueError, match="unknown stage 'warmup'; stages are preflight, baseline"):
         stages.get("warmup")
 
@@ -104,16 +106,16 @@ def test_a_stage_added_to_the_registry_alone_reaches_every_consumer(tmp_path):
                            text=True, check=True)
     seen = json.loads(probe.stdout)
     assert seen["collection"] == str(copy)
-    order = ["preflight", "baseline", "flags", "canary", "moe_tune", "verify"]
+    order = ["preflight", "baseline", "flags", "canary", "search", "moe_tune", "verify"]
     assert seen["api"] == seen["inputs"] == [*order, "report"]  # the API, the CLI and -e stages
     assert seen["playbook"] == str(copy / "playbooks" / "canary.yml")
     assert seen["report"] == seen["forceable"] == order
     assert seen["role"]["guarded"] and seen["role"]["adopted_from"] == ["flags", "baseline"]
-    assert seen["moe_tune_from"] == ["canary", "flags", "baseline"]
+    assert seen["moe_tune_from"] == ["search", "canary", "flags", "baseline"]
     assert "- name: Flags\n  ansible.builtin.import_playbook: flags.yml\n\n- name: Canary\n  ansible.builtin." \
-           "import_playbook: canary.yml\n\n- name: MoE tuning" in seen["tune"]
-    assert seen["workflow"] == "preflight -> baseline -> flags -> canary -> approval -> moe_tune -> verify -> " \
-                               "rollout -> report"
+           "import_playbook: canary.yml\n\n- name: Search" in seen["tune"]
+    assert seen["workflow"] == "preflight -> baseline -> flags -> canary -> search -> approval -> moe_tune -> " \
+                               "verify -> rollout -> report"
     # the files that cannot import the registry name what they lack, and nothing else disagrees
     named = sorted({problem.split(":", 1)[0] for problem in seen["disagreements"]})
     assert named == ["README.md", "docs/api-cli.md", "docs/design.md", "extensions/awx/README.md",
