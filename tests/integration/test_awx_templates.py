@@ -72,7 +72,8 @@ def awx_inventory(tmp_path_factory, fleet) -> Path:
 def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, ee_collections, tmp_path, fleet, gpu2):
     templates = {t["name"]: t for t in yaml.safe_load((AWX / "job_templates.yml").read_text())["llmops_awx_job_templates"]}
     path = approved_path()
-    assert path == [f"llmops-sglang {s}" for s in ("preflight", "baseline", "flags", "moe_tune", "verify", "rollout", "report")]
+    assert path == [f"llmops-sglang {s}"
+                    for s in ("preflight", "baseline", "flags", "search", "moe_tune", "verify", "rollout", "report")]
     artifacts: dict = {}
     for name in path:
         template = templates[name]
@@ -81,15 +82,19 @@ def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, e
         result = runner.run(REPO_ROOT / template["playbook"], extravars, inventory=awx_inventory,
                             collections_path=ee_collections)
         assert result.status == "successful", f"{name}: {result.stdout[-4000:]}"
-        roles = {path for path in result.task_paths() if "/roles/" in path}
-        assert roles and all(path.startswith(f"{ee_collections}/ansible_collections/llmops/sglang/roles/")
-                             for path in roles), f"{name} ran roles from outside the installed artifact: {roles}"
+        roles = {task_file for task_file in result.task_paths() if "/roles/" in task_file}
+        assert roles and all(task_file.startswith(f"{ee_collections}/ansible_collections/llmops/sglang/roles/")
+                             for task_file in roles), f"{name} ran roles from outside the installed artifact: {roles}"
         published = result.artifacts()
-        if template["stage"] not in ("report", "rollout"):
+        if template["stage"] == "search":
+            # Off by default: without tuning_run_search the node ends at once and publishes nothing.
+            assert "llmops_search" not in published
+        elif template["stage"] not in ("report", "rollout"):
             assert published[f"llmops_{template['stage']}"][HOST]["status"] == "done"
             assert published["llmops_run_id"] == artifacts.get("llmops_run_id", published["llmops_run_id"])
         artifacts.update(published)
     run_dir = tmp_path / artifacts["llmops_run_id"]
+    assert not (run_dir / "search").exists()
     remove_tuned_configs(fleet, gpu2, run_dir, FAST["tuning_run_moe"]["work_dir"])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [d["action"] for d in summary["hosts"][HOST]["decisions"]] == ["revert", "revert", "adopt"]
