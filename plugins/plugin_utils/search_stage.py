@@ -26,6 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import deployment_gpus, seconds_between
+from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import Checker
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_samples
 from ansible_collections.llmops.sglang.plugins.module_utils.workload import SLO_METRICS
 from ansible_collections.llmops.sglang.plugins.plugin_utils import rate_search
@@ -78,20 +79,14 @@ def _number(path: str, value: t.Any, errors: list[str], *, low: float = 0.0, hig
         errors.append(f"{path}: must be {kind} {bound}, got {value!r}")
 
 
-def _unknown(path: str, mapping: dict, known: t.Iterable[str], errors: list[str]) -> None:
-    known = list(known)
-    for key in mapping:
-        if key not in known:
-            errors.append(f"{path}.{key}: unknown key (known: {', '.join(known)})")
-
-
 def check_search(search: t.Any) -> list[str]:
     """Every problem of ``tuning_run_search``, one message per problem naming the field; empty when it can work."""
     if not isinstance(search, dict):
         return [f"{VAR}: must be a mapping with knobs, budget and slo (and workload, rate, verify, seed), "
                 f"got {search!r}"]
-    errors: list[str] = []
-    _unknown(VAR, search, TOP_KEYS, errors)
+    checker = Checker()  # the run inputs' unknown-key check (with its "did you mean")
+    errors = checker.errors
+    checker.unknown_keys(VAR, search, TOP_KEYS)
     for required in ("knobs", "budget", "slo"):
         if required not in search:
             errors.append(f"{VAR}.{required}: required")
@@ -102,12 +97,12 @@ def check_search(search: t.Any) -> list[str]:
             except ValueError as exc:
                 errors.append(str(exc))
     if "slo" in search:
-        _check_slo(search["slo"], errors)
+        _check_slo(search["slo"], checker)
     workload = search.get("workload", {})
     if not isinstance(workload, dict):
         errors.append(f"{VAR}.workload: must be a mapping of bench options, got {workload!r}")
     else:
-        _unknown(f"{VAR}.workload", workload, WORKLOAD_BENCH_KEYS + WORKLOAD_ARRIVAL_KEYS, errors)
+        checker.unknown_keys(f"{VAR}.workload", workload, WORKLOAD_BENCH_KEYS + WORKLOAD_ARRIVAL_KEYS)
         for key in ("input_len", "output_len", "requests_per_level", "warmup_requests"):
             if workload.get(key) is not None:
                 _number(f"{VAR}.workload.{key}", workload[key], errors, integer=True,
@@ -116,7 +111,7 @@ def check_search(search: t.Any) -> list[str]:
     if not isinstance(rate, dict):
         errors.append(f"{VAR}.rate: must be a mapping, got {rate!r}")
     else:
-        _unknown(f"{VAR}.rate", rate, RATE_DEFAULTS, errors)
+        checker.unknown_keys(f"{VAR}.rate", rate, RATE_DEFAULTS)
         for key in ("start_rps", "min_rps", "resolution"):
             if key in rate:
                 _number(f"{VAR}.rate.{key}", rate[key], errors)
@@ -131,7 +126,7 @@ def check_search(search: t.Any) -> list[str]:
     if not isinstance(verify, dict):
         errors.append(f"{VAR}.verify: must be a mapping, got {verify!r}")
     else:
-        _unknown(f"{VAR}.verify", verify, VERIFY_DEFAULTS, errors)
+        checker.unknown_keys(f"{VAR}.verify", verify, VERIFY_DEFAULTS)
         if "best" in verify:
             _number(f"{VAR}.verify.best", verify["best"], errors, integer=True, low=1, inclusive_low=True)
         if "repeats" in verify:
@@ -149,8 +144,8 @@ def check_search(search: t.Any) -> list[str]:
     return errors
 
 
-def _check_slo(slo: t.Any, errors: list[str]) -> None:
-    path = f"{VAR}.slo"
+def _check_slo(slo: t.Any, checker: Checker) -> None:
+    path, errors = f"{VAR}.slo", checker.errors
     if not isinstance(slo, dict) or not slo:
         errors.append(f"{path}: must map at least one of {', '.join(SLO_METRICS)} to {{target, percentile}}, "
                       f"got {slo!r}")
@@ -162,7 +157,7 @@ def _check_slo(slo: t.Any, errors: list[str]) -> None:
         if not isinstance(target, dict) or "target" not in target:
             errors.append(f"{path}.{metric}: must be {{target: <ms>, percentile: <0-100>}}, got {target!r}")
             continue
-        _unknown(f"{path}.{metric}", target, ("target", "percentile"), errors)
+        checker.unknown_keys(f"{path}.{metric}", target, ("target", "percentile"))
         _number(f"{path}.{metric}.target", target["target"], errors)
         if "percentile" in target:
             _number(f"{path}.{metric}.percentile", target["percentile"], errors, high=100)

@@ -1,7 +1,9 @@
 """Deploying SGLang on gpu1 with the sglang_server role and looking at the result on the host (integration tests)."""
 from __future__ import annotations
 
+import contextlib
 import json
+import typing as t
 from pathlib import Path
 
 from tests.integration.ansible import PlaybookResult, PlaybookRunner
@@ -76,3 +78,17 @@ systemctl daemon-reload
 
 def disarm_guards(fleet: Fleet, host: SandboxHost) -> None:
     fleet.run(host, "sh", "-c", _DISARM_GUARDS, check=False)
+
+
+@contextlib.contextmanager
+def on_profile(fleet: Fleet, host: SandboxHost, profile: Path) -> t.Iterator[SandboxHost]:
+    """``host`` rebooted onto another emulator profile (its GPUs, SGLang release) with its server stopped, and back
+    on the profile it had afterwards, its server stopped again."""
+    previous = host.profile
+    fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
+    fleet.reboot(host, profile=profile)
+    try:
+        yield host
+    finally:
+        fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
+        fleet.reboot(host, profile=previous)

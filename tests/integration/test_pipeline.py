@@ -21,7 +21,7 @@ import pytest
 
 from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.conftest import SESSION_HOSTS
-from tests.integration.sglang_server import remove_tuned_configs
+from tests.integration.sglang_server import on_profile, remove_tuned_configs
 
 pytestmark = pytest.mark.sandbox
 # A host of its own: the run installs tuned MoE configs that other tests must not see (the last host of a smaller
@@ -49,13 +49,8 @@ FAST = {
 @pytest.fixture(scope="module")
 def host(fleet):
     """The host, upgraded to SGLang 0.5.23 for this module; back on the demo's release afterwards."""
-    host = next(h for h in fleet.hosts() if h.name == HOST)
-    demo = host.profile
-    fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
-    fleet.reboot(host, profile=NEWEST)
-    yield host
-    fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
-    fleet.reboot(host, profile=demo)
+    with on_profile(fleet, next(h for h in fleet.hosts() if h.name == HOST), NEWEST) as host:
+        yield host
 
 
 @pytest.fixture(scope="module")

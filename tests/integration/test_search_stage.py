@@ -20,6 +20,7 @@ import yaml
 from tests.emulator.profiles import PROFILES_DIR, profile_document
 from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.conftest import SESSION_HOSTS
+from tests.integration.sglang_server import on_profile
 
 pytestmark = pytest.mark.sandbox
 # Not gpu1 (the single-host modules) nor gpu3 (test_pipeline's) when the fleet has them; back on the demo afterwards.
@@ -53,18 +54,13 @@ EXTRAVARS = {
 @pytest.fixture(scope="module")
 def host(fleet, tmp_path_factory):
     """The host on the search profile for this module; back on the demo's afterwards, its server stopped."""
-    host = next(h for h in fleet.hosts() if h.name == HOST)
-    demo = host.profile or str(PROFILES_DIR / "demo.yaml")
     profile = profile_document(PROFILES_DIR / "demo.yaml")
     profile.update(description="search test: the demo's GPUs and model at real time, a fast start", time_scale=1.0,
                    startup={**{phase: 0.3 for phase in profile["startup"]}, "load_weights_s": 1.0})
     path = tmp_path_factory.mktemp("profile") / "search.yaml"
     path.write_text(yaml.safe_dump(profile, sort_keys=False))
-    fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
-    fleet.reboot(host, profile=path)
-    yield host
-    fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
-    fleet.reboot(host, profile=demo)
+    with on_profile(fleet, next(h for h in fleet.hosts() if h.name == HOST), path) as host:
+        yield host
 
 
 @pytest.fixture(scope="module")
