@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.llmops.sglang.plugins.module_utils.flag_rules import evaluate_flag_rules
+from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import scales_for
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import InputError, as_bool
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import parse_help_flags, validate_server_args
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
@@ -61,8 +62,7 @@ class ActionModule(ControllerAction):
                                     f"was changed: {exc}", result={"errors": exc.errors}) from exc
         except InputError as exc:
             raise AnsibleActionFail(str(exc)) from exc
-        time_scale = args["time_scale"]
-        time_scale = float(time_scale) if time_scale not in (None, "", 0) else None
+        scales = scales_for(bool(args["time_scale"]), args["time_scale"] or None)
         try:
             stage = Stage(args["dir"], inputs, check_mode=self._task.check_mode,
                           rejects=candidate_check(args["adopted_args"], args["help_text"], args["rules"],
@@ -74,9 +74,9 @@ class ActionModule(ControllerAction):
                 answer = stage.next_candidate(args["adopted_args"])
                 answer["max_candidates"] = inputs.max_candidates()
             elif step == "probe":
-                answer = stage.probe(args["sweep"], args["facts"], args["environment"], time_scale)
+                answer = stage.probe(args["sweep"], args["facts"], args["environment"], scales)
             elif step == "failed_start":
-                answer = stage.failed_start(args["failure"] or {}, args["environment"], time_scale)
+                answer = stage.failed_start(args["failure"] or {}, args["environment"], scales)
             elif step == "best":
                 answer = stage.best(args["adopted_args"])
             else:

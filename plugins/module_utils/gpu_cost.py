@@ -10,10 +10,11 @@ server starts (restart until ready), the warm-up and the timed runs of each swee
 benchmarks, and ``other`` (facts, comparisons, installs, restores between them).
 
 A server that reports itself as an emulator (``facts.emulator``, from its startup log) runs real-GPU durations x a
-time scale. With the scales given, ``real_s`` is what real GPUs would have spent: the time a GPU program timed as its
-own work (the server's log from its first line to ready, the benchmark's sweep, the tuner's ``Tuning took``) is
-divided by the scale, the rest (process start-up, the controller's tasks) is kept as measured, since the emulator
-does not speed it up. On real GPUs ``real_s`` is the wall time.
+time scale: one for serving, one for its tuner and one for its starts (``Scales``). With the scales given, ``real_s``
+is what real GPUs would have spent: the time a GPU program timed as its own work (the server's log from its first
+line to ready, the benchmark's sweep, the tuner's ``Tuning took``) is divided by its scale, the rest (process
+start-up, the controller's tasks) is kept as measured, since the emulator does not speed it up. On real GPUs
+``real_s`` is the wall time.
 """
 from __future__ import annotations
 
@@ -96,11 +97,11 @@ def _sweep_seconds(sweep: dict | None) -> tuple[float, float]:
 
 
 def measurement_parts(deploy: dict | None, facts: dict | None, sweep: dict | None,
-                      scale: float | None = None) -> dict[str, dict]:
+                      scale: float | None = None, startup_scale: float | None = None) -> dict[str, dict]:
     """Server start, warm-up and benchmark of one measurement (a deploy that did not restart started nothing).
 
     ``deploy``: the server module's ``{restarted, ready_seconds}`` (deploy.json); the server's own log (facts
-    ``timings.total``: first line to ready) is the part of the start the time scale applies to.
+    ``timings.total``: first line to ready) is the part of the start ``startup_scale`` (default ``scale``) applies to.
     """
     log_s = ((facts or {}).get("timings") or {}).get("total")
     if deploy is None:  # recorded before deploy.json existed: the log is all there is
@@ -108,7 +109,7 @@ def measurement_parts(deploy: dict | None, facts: dict | None, sweep: dict | Non
     else:
         start_s = deploy.get("ready_seconds") if deploy.get("restarted") else 0.0
     wall, timed = _sweep_seconds(sweep)
-    return {"server_start": part(start_s, log_s, scale), "warmup": part(wall - timed, wall - timed, scale),
+    return {"server_start": part(start_s, log_s, startup_scale or scale), "warmup": part(wall - timed, wall - timed, scale),
             "benchmark": part(timed, timed, scale)}
 
 
@@ -153,11 +154,20 @@ def stage_parts(wall_s: float | None, activity: dict[str, dict]) -> dict[str, di
     return {**activity, "other": part(max((wall_s or 0.0) - busy, 0.0))}
 
 
-def scales_for(emulated: bool, time_scale: dict | None) -> tuple[float | None, float | None]:
-    """(serving, tuning) scales to apply: only to an emulated server, and only the ones given."""
+class Scales(t.NamedTuple):
+    """Wall seconds per real-GPU second of an emulated server's serving, its tuner and its starts."""
+
+    serving: float | None = None
+    tuning: float | None = None
+    startup: float | None = None
+
+
+def scales_for(emulated: bool, time_scale: dict | None) -> Scales:
+    """The scales to apply: only to an emulated server, only the ones given (tuning and startup default to serving)."""
     if not emulated or not time_scale:
-        return None, None
-    return time_scale.get("serving"), time_scale.get("tuning") or time_scale.get("serving")
+        return Scales()
+    serving = time_scale.get("serving")
+    return Scales(serving, time_scale.get("tuning") or serving, time_scale.get("startup") or serving)
 
 
 def saved_estimate(measured_gpu_minutes: list[float]) -> float | None:
@@ -241,5 +251,7 @@ def cost_line(cost: dict) -> str:
 
 
 def _scales_text(scale: dict) -> str:
-    serving, tuning = scale.get("serving"), scale.get("tuning") or scale.get("serving")
-    return f"{serving:g}" if serving == tuning else f"{serving:g} serving, {tuning:g} tuning"
+    scales = scales_for(True, scale)
+    others = [f"{value:g} {name}" for name, value in scales._asdict().items()
+              if name != "serving" and value != scales.serving]
+    return ", ".join([f"{scales.serving:g} serving", *others]) if others else f"{scales.serving:g}"

@@ -21,6 +21,7 @@ import re
 import typing as t
 
 from ansible_collections.llmops.sglang.plugins.module_utils import stages as _stages
+from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import Scales
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
     DESIGN_DEFAULTS,
     MAX_REPEATS_LIMIT,
@@ -343,16 +344,16 @@ def check_baseline_args(checker: Checker, args: t.Any) -> None:
 
 
 def check_time_scale(checker: Checker, time_scale: t.Any) -> None:
-    """{serving, tuning}: wall seconds per real-GPU second of an emulated server and of its tuner."""
+    """{serving, tuning, startup}: wall seconds per real-GPU second of an emulated server, its tuner and its starts."""
     path = "tuning_run_emulator_time_scale"
     scales = checker.check(as_mapping, path, time_scale)
     if scales is None:
         return
-    checker.unknown_keys(path, scales, ("serving", "tuning"))
+    checker.unknown_keys(path, scales, Scales._fields)
     if scales.get("serving") is None:
         checker.errors.append(f"{path}.serving: must be a number > 0 (the emulator's time_scale), "
                               f"{_got(scales.get('serving'))}")
-    for key in ("serving", "tuning"):
+    for key in Scales._fields:
         if scales.get(key) is not None:
             checker.check(as_number, f"{path}.{key}", scales[key], minimum=0, strict=True)
 

@@ -39,8 +39,8 @@ options:
     required: true
   time_scale:
     description:
-      - C({serving, tuning}) wall seconds an emulated server (and its tuner) spends per real-GPU second; C(tuning)
-        defaults to C(serving). V(null) accounts an emulated run at its wall time only.
+      - C({serving, tuning, startup}) wall seconds an emulated server (its tuner, its starts) spends per real-GPU
+        second; C(tuning) and C(startup) default to C(serving). V(null) accounts an emulated run at its wall time only.
     type: raw
 """
 

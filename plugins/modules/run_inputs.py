@@ -70,7 +70,7 @@ options:
     type: raw
   emulator_time_scale:
     description:
-      - Time scales of an emulated server (C(tuning_run_emulator_time_scale)), V(null) or C({serving, tuning}) with
+      - Time scales of an emulated server (C(tuning_run_emulator_time_scale)), V(null) or C({serving, tuning, startup}) with
         numbers above 0 (C(serving) required).
     type: raw
   inventory_hosts:

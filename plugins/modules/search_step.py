@@ -83,7 +83,9 @@ options:
     description: The server environment (C(CUDA_VISIBLE_DEVICES) counts the GPUs when the facts do not).
     type: dict
   time_scale:
-    description: Wall seconds an emulated server spends per real-GPU second (GPU-minutes in real-GPU terms); null otherwise.
+    description:
+      - For an emulated server, its time scales C({serving, tuning, startup}) (C(tuning_run_emulator_time_scale)), so
+        the GPU-minutes are in real-GPU terms; null otherwise.
     type: raw
   failure:
     description: With O(step=failed_start), the failure record of the start (P(llmops.sglang.measurement_failure#filter)).

@@ -31,8 +31,9 @@ def _emulated(directories: t.Iterable[Path]) -> bool:
 def _measurement_cost(directory: Path, emulated: bool, time_scale: dict | None) -> dict:
     facts = read_json(directory / "facts.json")
     sweep = read_json(directory / "sweep.json") or (read_json(directory / "failure.json") or {}).get("sweep")
-    serving = gpu_cost.scales_for(emulated, time_scale)[0]
-    parts = gpu_cost.measurement_parts(read_json(directory / "deploy.json"), facts, sweep, serving)
+    scales = gpu_cost.scales_for(emulated, time_scale)
+    parts = gpu_cost.measurement_parts(read_json(directory / "deploy.json"), facts, sweep, scales.serving,
+                                       scales.startup)
     gpus, source = gpu_cost.deployment_gpus(facts, read_json(directory / "requested_args.json"),
                                             read_json(directory / "environment.json"))
     return gpu_cost.cost_record(parts, gpus, source, emulated, time_scale)
@@ -56,7 +57,7 @@ def account_stage(stage_dir: Path, wall_s: float | None, time_scale: dict | None
     costs.update({d: _skipped_cost(spent) for d in skipped_dirs(stage_dir)})
     tuning = gpu_cost.tuning_parts(read_json(stage_dir / "tune_up.json"), read_json(stage_dir / "tune_down.json"),
                                    read_json(stage_dir / "kernel_benchmark.json"),
-                                   gpu_cost.scales_for(emulated, time_scale)[1])
+                                   gpu_cost.scales_for(emulated, time_scale).tuning)
     activity = gpu_cost.add_parts(*(cost["parts"] for cost in costs.values() if "parts" in cost), tuning)
     if not activity:
         return {**gpu_cost.cost_record({}, 0, NO_GPU_WORK, False, None), "wall_s": round(wall_s or 0.0, 1)}, costs
@@ -65,5 +66,5 @@ def account_stage(stage_dir: Path, wall_s: float | None, time_scale: dict | None
     stage = gpu_cost.cost_record(gpu_cost.stage_parts(wall_s, activity), gpus, source, emulated, time_scale)
     if tuning:
         stage["seconds_per_config"] = gpu_cost.measured_seconds_per_config(
-            read_json(stage_dir / "tune_up.json"), gpu_cost.scales_for(emulated, time_scale)[1])
+            read_json(stage_dir / "tune_up.json"), gpu_cost.scales_for(emulated, time_scale).tuning)
     return stage, costs

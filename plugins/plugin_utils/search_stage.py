@@ -25,7 +25,7 @@ import typing as t
 from datetime import datetime, timezone
 from pathlib import Path
 
-from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import deployment_gpus, seconds_between
+from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import Scales, deployment_gpus, part, seconds_between
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import Checker
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_samples
 from ansible_collections.llmops.sglang.plugins.module_utils.workload import SLO_METRICS
@@ -297,11 +297,13 @@ class Stage:
             raise ValueError("search_step: no candidate is being measured; ask for the next candidate first")
         return current
 
-    def _gpu_minutes(self, current: dict, facts: dict | None, environment: dict | None,
-                     time_scale: float | None) -> float:
+    def _gpu_minutes(self, current: dict, facts: dict | None, environment: dict | None, scales: Scales) -> float:
+        """GPUs x the candidate's time so far; for an emulator in real-GPU time, its start (the server's log to
+        ready) at the startup scale and the rest at the serving scale."""
         wall = seconds_between(current["started_at"], _now()) or 0.0
+        start = min(float(((facts or {}).get("timings") or {}).get("total") or 0.0), wall)
+        real = part(start, start, scales.startup)["real_s"] + part(wall - start, wall - start, scales.serving)["real_s"]
         gpus, _source = deployment_gpus(facts, current.get("args") or current["params"], environment)
-        real = wall / time_scale if time_scale else wall
         return round((gpus or 1) * real / 60.0, 3)
 
     def _start_rate(self, search: GoodputSearch) -> float:
@@ -312,7 +314,7 @@ class Stage:
         return float(self.inputs.rate["start_rps"])
 
     def probe(self, sweep: dict | None, facts: dict | None, environment: dict | None,
-              time_scale: float | None) -> dict:
+              scales: Scales = Scales()) -> dict:
         """Record the probe just measured (``sweep``, if any) and say the next one; once none is left, record the
         candidate's rate in the strategy and return ``done`` with the rate search's result."""
         current = self._current()
@@ -333,20 +335,20 @@ class Stage:
                     "number": len(current["probes"]) + 1}
         result = rate_search.rate_result(current["probes"], **options)
         trial = search.record_result(current["params"], result["rate_rps"],
-                                     self._gpu_minutes(current, facts, environment, time_scale))
+                                     self._gpu_minutes(current, facts, environment, scales))
         trial["goodput_rps"] = result["goodput_rps"]
         self._write(self.trial_dir(current["number"]), {"rate_search.json": result, "trial.json": trial})
         self.state["current"] = None
         self.save(search)
         return {"done": True, "result": result, "trial": trial, "spent": search.spent()}
 
-    def failed_start(self, failure: dict, environment: dict | None, time_scale: float | None) -> dict:
+    def failed_start(self, failure: dict, environment: dict | None, scales: Scales = Scales()) -> dict:
         """The candidate did not start (the server module rolled it back): an infeasible point of the space."""
         current = self._current()
         search = self.search()
         reason = failure.get("summary") or failure.get("message") or "the server did not start"
         trial = search.record_failed_start(current["params"], reason,
-                                           self._gpu_minutes(current, None, environment, time_scale))
+                                           self._gpu_minutes(current, None, environment, scales))
         trial["failure_kind"] = failure.get("kind")
         self._write(self.trial_dir(current["number"]), {"trial.json": trial})
         self.state["current"] = None

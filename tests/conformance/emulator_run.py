@@ -31,9 +31,10 @@ def _env(profile: Path, state_dir: Path) -> dict[str, str]:
 
 
 def fast_profile(profile: Path, directory: Path) -> Path:
-    """The profile's effective document (its ``base`` merged in) with a fast clock and a fixed seed."""
+    """The profile's effective document (its ``base`` merged in) with a fast clock (its start too) and a fixed
+    seed."""
     document = profile_document(profile)
-    document.update(time_scale=0.001, seed=7)
+    document.update(time_scale=0.001, seed=7, startup={**document["startup"], "time_scale": None})
     target = directory / profile.name
     target.write_text(yaml.safe_dump(document), encoding="utf-8")
     return target

@@ -82,13 +82,13 @@ def disarm_guards(fleet: Fleet, host: SandboxHost) -> None:
 
 @contextlib.contextmanager
 def on_profile(fleet: Fleet, host: SandboxHost, profile: Path) -> t.Iterator[SandboxHost]:
-    """``host`` rebooted onto another emulator profile (its GPUs, SGLang release) with its server stopped, and back
-    on the profile it had afterwards, its server stopped again."""
-    previous = host.profile
+    """``host`` on another emulator profile (its GPUs, SGLang release: Fleet.set_profile) with its server stopped,
+    and back on the profile it had afterwards, its server stopped again."""
+    previous = Path(host.profile)
     fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
-    fleet.reboot(host, profile=profile)
+    fleet.set_profile(host, profile)
     try:
         yield host
     finally:
         fleet.run(host, "systemctl", "disable", "--now", "sglang.service", check=False)
-        fleet.reboot(host, profile=previous)
+        fleet.set_profile(host, previous)

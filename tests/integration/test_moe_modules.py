@@ -42,7 +42,8 @@ def host_profile(fleet, gpu1):
     profile = yaml.safe_load(original)
 
     def set_tuner(tuner: dict) -> None:
-        fast = {**profile, "time_scale": TIME_SCALE, "tuner": {**(profile.get("tuner") or {}), **tuner}}
+        fast = {**profile, "time_scale": TIME_SCALE, "startup": {**profile["startup"], "time_scale": None},
+                "tuner": {**(profile.get("tuner") or {}), **tuner}}
         write_host_file(fleet, gpu1, PROFILE, yaml.safe_dump(fast))
 
     set_tuner(FAST_TUNER)

@@ -251,6 +251,19 @@ class Fleet:
         self._wait_booted(host)
         return host
 
+    def set_profile(self, host: SandboxHost, profile: Path) -> SandboxHost:
+        """``host`` as another emulator profile's GPU node. A profile of the release the host has replaces its
+        /etc/sglang-emulator/profile.yaml (the emulator and nvidia-smi read it at each start); one of another release
+        is an upgrade or downgrade, a reboot onto it (``reboot``). ``host`` is updated in place."""
+        from tests.emulator.profiles import profile_document, profile_release
+        if not host.profile or profile_release(Path(host.profile)) != profile_release(profile):
+            return self.reboot(host, profile=profile)
+        document = yaml.safe_dump(profile_document(profile), sort_keys=False)
+        self.run(host, "sh", "-c", 'printf "%s" "$1" > /etc/sglang-emulator/profile.yaml', "sh", document)
+        host.profile = str(profile)
+        self._save([host if h.name == host.name else h for h in self.hosts()])
+        return host
+
     def _power_off(self, hosts: list[SandboxHost]) -> None:
         for host in hosts:
             _signal(host.pid, signal.SIGRTMIN + 4)  # systemd: orderly poweroff

@@ -54,6 +54,18 @@ def test_unknown_profile_key_is_named(tmp_path: Path) -> None:
         load_profile(path)
 
 
+def test_starts_run_at_their_own_time_scale(tmp_path: Path) -> None:
+    profile = load_profile()
+    assert profile.startup_scaled(122.0) == pytest.approx(122.0 * 0.025)  # the demo's start: 3 s, not 12 s
+    assert profile.scaled(122.0) == pytest.approx(12.2)
+    path = tmp_path / "profile.yaml"
+    path.write_text(DEMO_PROFILE.read_text().replace("  time_scale: 0.025", "  time_scale: 0"))
+    with pytest.raises(ProfileError, match=r"'startup\.time_scale' must be > 0"):
+        load_profile(path)
+    path.write_text(DEMO_PROFILE.read_text().replace("  time_scale: 0.025", "  time_scale: null"))
+    assert load_profile(path).startup_scaled(122.0) == pytest.approx(12.2)  # null: the profile's time_scale
+
+
 def test_tuner_section_is_kept_raw_for_the_tuner(tmp_path: Path) -> None:
     path = tmp_path / "profile.yaml"
     path.write_text(DEMO_PROFILE.read_text() + "tuner:\n  seconds_per_config: 0.5\n")

@@ -114,9 +114,10 @@ def free_port() -> int:
 
 
 def write_profile(directory: Path, **sections: dict | float | int | None) -> Path:
-    """The demo profile made fast (time_scale 0.001, fixed seed, low noise), with section overrides."""
+    """The demo profile made fast (time_scale 0.001, its start too; fixed seed, low noise), with section overrides."""
     profile = yaml.safe_load((EMULATOR / "profiles" / "demo.yaml").read_text())
-    profile.update(time_scale=0.001, seed=7, noise_cv=0.01, instance_cv=0.0)
+    profile.update(time_scale=0.001, seed=7, noise_cv=0.01, instance_cv=0.0,
+                   startup={**profile["startup"], "time_scale": None})
     for key, value in sections.items():
         if isinstance(value, dict):
             profile[key] = {**profile[key], **value}

@@ -48,7 +48,7 @@ def test_tune_yml_at_the_root_is_the_whole_routine():
 
 def test_the_demo_accounts_the_emulator_at_its_profiles_time_scales():
     """The demo inventory's tuning_run_emulator_time_scale is the demo profile's (its effective document, tuner
-    section included), so the report's real-GPU GPU-minutes are what the profile's real-GPU durations say."""
+    and startup sections included), so the report's real-GPU GPU-minutes are what the profile's real-GPU durations say."""
     make_importable()
     from sglang._emulator.kernels import TunerSettings  # noqa: PLC0415 - the emulator is not on the default path
     from sglang._emulator.profile import load_profile  # noqa: PLC0415
@@ -56,7 +56,8 @@ def test_the_demo_accounts_the_emulator_at_its_profiles_time_scales():
     profile = load_profile(REPO_ROOT / "tests" / "emulator" / "profiles" / "demo.yaml")
     tuner = TunerSettings.from_profile(profile)
     scales = _inventory("-i", "inventory")["_meta"]["hostvars"]["gpu1"]["tuning_run_emulator_time_scale"]
-    assert scales == {"serving": profile.time_scale, "tuning": tuner.time_scale or profile.time_scale}
+    assert scales == {"serving": profile.time_scale, "tuning": tuner.time_scale or profile.time_scale,
+                      "startup": profile.startup.time_scale or profile.time_scale}
 
 
 def test_the_demo_measures_the_fusion_the_preflight_finds_ineffective():

@@ -93,10 +93,20 @@ def test_the_rest_of_the_stage_is_other_and_the_parts_add_up():
 
 
 def test_scales_apply_only_to_an_emulated_server():
-    assert gpu_cost.scales_for(False, {"serving": 0.1, "tuning": 0.001}) == (None, None)
-    assert gpu_cost.scales_for(True, {"serving": 0.1, "tuning": 0.001}) == (0.1, 0.001)
-    assert gpu_cost.scales_for(True, {"serving": 0.1}) == (0.1, 0.1)  # the emulator's tuner runs at its time scale
-    assert gpu_cost.scales_for(True, None) == (None, None)
+    assert gpu_cost.scales_for(False, {"serving": 0.1, "tuning": 0.001}) == (None, None, None)
+    assert gpu_cost.scales_for(True, {"serving": 0.1, "tuning": 0.001, "startup": 0.025}) == (0.1, 0.001, 0.025)
+    assert gpu_cost.scales_for(True, {"serving": 0.1}) == (0.1, 0.1, 0.1)  # tuner and starts at its time scale
+    assert gpu_cost.scales_for(True, None) == (None, None, None)
+
+
+def test_a_start_of_its_own_time_scale_is_scaled_by_it():
+    # 3 s of the server's log at startup scale 0.025 are 120 real seconds; the sweep stays at the serving scale.
+    parts = gpu_cost.measurement_parts({"restarted": True, "ready_seconds": 5.0}, {"timings": {"total": 3.0}},
+                                       sweep(30, [5.0, 5.0, 5.0, 5.0, 5.0]), scale=0.1, startup_scale=0.025)
+    assert parts["server_start"]["real_s"] == 2.0 + 120.0 and parts["benchmark"]["real_s"] == 250.0
+    line = gpu_cost.cost_line(gpu_cost.cost_record(parts, 4, "tp 4", True,
+                                                   {"serving": 0.1, "tuning": 0.001, "startup": 0.025}))
+    assert line.endswith("(time scale 0.1 serving, 0.001 tuning, 0.025 startup)")
 
 
 def test_a_skipped_candidate_saved_the_median_measured_configuration():

@@ -86,6 +86,8 @@ def test_the_role_defaults_and_the_demo_inventory_can_work() -> None:
     (["emulator_time_scale"], {"serving": 0.1, "tunning": 0.001},
      "tuning_run_emulator_time_scale.tunning: unknown key; did you mean 'tuning'?"),
     (["emulator_time_scale"], 0.1, "tuning_run_emulator_time_scale: must be a mapping, got 0.1"),
+    (["emulator_time_scale"], {"serving": 0.1, "startup": -1},
+     "tuning_run_emulator_time_scale.startup: must be a number > 0, got -1"),
     (["moe", "work_dir"], "moe-tune", "tuning_run_moe.work_dir: must be an absolute path on the host, got 'moe-tune'"),
     (["moe", "timeout"], -5, "tuning_run_moe.timeout: must be a number > 0, got -5"),
     (["moe", "tune_hosts"], ["gpu1", "gpu9"], "tuning_run_moe.tune_hosts[1]: 'gpu9' is not a host of the inventory"),

@@ -39,12 +39,12 @@ def sweep(rate: float, runs: int, cap: float, goodput: float | None = None) -> d
 
 
 def measure_candidate(stage: Stage, params: dict) -> dict:
-    step = stage.probe(None, None, None, None)
+    step = stage.probe(None, None, None)
     while not step["done"]:
         assert step["bench"]["arrival"] == {"request_rates": [step["probe"]["rate_rps"]], "process": "gamma",
                                             "burstiness": 2}
         step = stage.probe(sweep(step["probe"]["rate_rps"], step["probe"]["repeats"], capacity(params)),
-                           {"server_args": {"tp_size": 4}}, None, None)
+                           {"server_args": {"tp_size": 4}}, None)
     return step
 
 
@@ -56,7 +56,7 @@ def run_search(tmp_path, stage: Stage | None = None) -> Stage:
             return stage
         if candidate["params"]["mem_fraction_static"] == 0.97:
             stage.failed_start({"summary": "SGLang failed to start (oom): CUDA out of memory", "kind": "oom"},
-                               None, None)
+                               None)
         else:
             measure_candidate(stage, candidate["params"])
 
@@ -95,10 +95,10 @@ def test_an_interrupted_candidate_is_proposed_again_and_measured_afresh(tmp_path
     stage = Stage(tmp_path, Inputs(SEARCH))
     first = stage.next_candidate(ADOPTED)
     while first["params"]["mem_fraction_static"] == 0.97:
-        stage.failed_start({"summary": "oom"}, None, None)
+        stage.failed_start({"summary": "oom"}, None)
         first = stage.next_candidate(ADOPTED)
-    step = stage.probe(None, None, None, None)
-    stage.probe(sweep(step["probe"]["rate_rps"], 1, 10.0), None, None, None)  # one probe, then the controller died
+    step = stage.probe(None, None, None)
+    stage.probe(sweep(step["probe"]["rate_rps"], 1, 10.0), None, None)  # one probe, then the controller died
     assert (tmp_path / "trials" / first["name"] / "probes" / "01.json").is_file()
     resumed = Stage(tmp_path, Inputs(SEARCH))
     again = resumed.next_candidate(ADOPTED)

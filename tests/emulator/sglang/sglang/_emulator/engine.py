@@ -181,7 +181,7 @@ class Engine:
 
     async def _phase(self, emulated_seconds: float) -> float:
         started = time.monotonic()
-        await asyncio.sleep(self.profile.scaled(emulated_seconds))
+        await asyncio.sleep(self.profile.startup_scaled(emulated_seconds))
         return time.monotonic() - started
 
     async def progress_bars(self, descriptions: list[str], emulated_seconds: float) -> None:
@@ -191,7 +191,7 @@ class Engine:
         started, shown = time.monotonic(), 0
         write_progress(progress_line(descriptions[0], 0, total, 0.0), final=False)
         for done in frames:
-            await asyncio.sleep(self.profile.scaled(emulated_seconds) * (done - shown) / total)
+            await asyncio.sleep(self.profile.startup_scaled(emulated_seconds) * (done - shown) / total)
             shown = done
             write_progress(progress_line(descriptions[done - 1], done, total, time.monotonic() - started),
                            final=done == total)

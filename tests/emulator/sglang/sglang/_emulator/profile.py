@@ -61,7 +61,11 @@ class GpuSpec:
 
 @dataclass(frozen=True)
 class StartupTimes:
-    """Emulated seconds spent in each startup phase (scaled by time_scale)."""
+    """Emulated seconds spent in each startup phase, and the time scale they run at.
+
+    ``time_scale`` None: the profile's. A start of its own scale lets a test suite restart servers in seconds while
+    the served tokens keep the profile's pace (the accounting takes it as ``tuning_run_emulator_time_scale.startup``).
+    """
 
     init_distributed_s: float = 2.0
     load_weights_s: float = 60.0
@@ -71,6 +75,7 @@ class StartupTimes:
     piecewise_cuda_graph_s: float = 20.0
     warmup_s: float = 1.0
     shutdown_s: float = 0.5
+    time_scale: float | None = None
 
 
 @dataclass(frozen=True)
@@ -162,6 +167,11 @@ class Profile:
     def scaled(self, emulated_seconds: float) -> float:
         """Wall seconds the emulator sleeps for `emulated_seconds` of real-GPU time."""
         return emulated_seconds * self.time_scale
+
+    def startup_scaled(self, emulated_seconds: float) -> float:
+        """Wall seconds the emulator sleeps for `emulated_seconds` of a startup or shutdown phase."""
+        scale = self.time_scale if self.startup.time_scale is None else self.startup.time_scale
+        return emulated_seconds * scale
 
 
 def emulated_version(profile: Profile | None = None) -> str:
@@ -301,6 +311,8 @@ def _check_ranges(profile: Profile) -> None:
     source = profile.path
     if profile.time_scale <= 0:
         raise ProfileError(f"{source}: 'time_scale' must be > 0")
+    if profile.startup.time_scale is not None and not profile.startup.time_scale > 0:
+        raise ProfileError(f"{source}: 'startup.time_scale' must be > 0 (or null for the profile's)")
     if profile.gpu.count < 1:
         raise ProfileError(f"{source}: 'gpu.count' must be >= 1")
     if not 0 < profile.capacity.mem_fraction_static_default < 1:

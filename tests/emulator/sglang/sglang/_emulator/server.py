@@ -155,7 +155,8 @@ class EmulatedServer:
             self.scheduler.perf = engine.perf
 
     async def _warmup(self) -> bool:
-        await asyncio.sleep(self.profile.scaled(self.profile.startup.warmup_s + self.profile.failures.slow_start_s))
+        startup = self.profile.startup
+        await asyncio.sleep(self.profile.startup_scaled(startup.warmup_s + self.profile.failures.slow_start_s))
         if self.args.skip_server_warmup:
             return True
         host = "127.0.0.1" if self.args.host in ("0.0.0.0", "::", "") else self.args.host
@@ -199,7 +200,7 @@ class EmulatedServer:
         for request in [*self.scheduler.waiting, *self.scheduler.running]:
             request.abort("The server is shutting down.")
         uvicorn_logger.info("Waiting for application shutdown.")
-        await asyncio.sleep(self.profile.scaled(self.profile.startup.shutdown_s))
+        await asyncio.sleep(self.profile.startup_scaled(self.profile.startup.shutdown_s))
         uvicorn_logger.info("Application shutdown complete.")
         await self.runner.cleanup()
         uvicorn_logger.info(f"Finished server process [{os.getpid()}]")
