@@ -8,9 +8,11 @@ root=$PWD
 venv=${VENV:-$root/.venv}
 python=${PYTHON:-python3}
 
-# Packages the sandbox hosts and the controller need. Only installed when missing;
+# Packages the sandbox hosts and the controller need, and the headless browser (with its
+# driver and a font) that renders report.html in the tests. Only installed when missing;
 # policy-rc.d keeps the package scripts from starting a real sshd on this machine.
-apt_packages=(openssh-server openssh-client iproute2 util-linux systemd python3-venv rsync)
+apt_packages=(openssh-server openssh-client iproute2 util-linux systemd python3-venv rsync
+              chromium chromium-driver fonts-dejavu-core)
 missing=()
 for p in "${apt_packages[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
