@@ -139,7 +139,7 @@ def real_case_cost_model() -> CostModel:
     throughput = {c: expected_output_throughput(perf, c, INPUT_LEN, OUTPUT_LEN, memory.max_running_requests)
                   for c in LEVELS}
     bench = BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=LEVELS)
-    startup = dataclasses.asdict(profile.startup)
+    startup = {phase: seconds for phase, seconds in dataclasses.asdict(profile.startup).items() if phase.endswith("_s")}
     return CostModel(
         gpus=profile.gpu.count, restart_s=sum(startup.values()),
         warmup_s={c: bench.warmup_for(c) * OUTPUT_LEN / throughput[c] for c in LEVELS},
