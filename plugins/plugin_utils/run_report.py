@@ -477,7 +477,7 @@ def _recommendation_text(search: dict) -> list[str]:
     else:
         best = recommendation["best_candidate"]
         head = "**The adopted configuration stays**" + (f" (the best candidate was {best})." if best else ".")
-    parts = ["#### Recommendation", head + f" {recommendation['summary']}.",
+    parts = ["#### Recommendation", head + f" Verdict: {recommendation['summary']}.",
              _verification_text(recommendation["verification"])]
     side_effects = recommendation["side_effects"]
     if side_effects is not None:
@@ -594,9 +594,10 @@ def _search_lines(host: str, search: dict | None) -> list[str]:
                f"SLO ({slo})") if best else f"no candidate met the SLO ({slo})"
     if recommendation["action"] == "adopt":
         line = f"{host}: search recommends {goodput}"
+    elif best:
+        line = f"{host}: search recommends keeping the adopted configuration; best {goodput}"
     else:
-        line = f"{host}: search recommends keeping the adopted configuration" + (f"; best {goodput}" if best else
-                                                                                f": {goodput}")
+        line = f"{host}: search recommends keeping the adopted configuration: {goodput}"
     verification = recommendation["verification"]
     if verification:
         line += (f"; re-verified at {verification['rate_rps']:g} req/s: "

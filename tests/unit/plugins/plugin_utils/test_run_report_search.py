@@ -164,7 +164,7 @@ def test_the_recommendation_keeps_the_adopted_configuration_with_the_test_as_evi
     assert verification["candidate"] == "000" and verification["verdict"] == decision["comparisons"]["000"]["verdict"]
     assert verification["rate_rps"] == by_name(search)["000"]["goodput_rps"] and verification["runs"] == 3
     text = markdown_of(run_dir)
-    assert ("**The adopted configuration stays** (the best candidate was 000). keep the adopted configuration: no "
+    assert ("**The adopted configuration stays** (the best candidate was 000). Verdict: keep the adopted configuration: no "
             "candidate's goodput was significantly higher at") in text
     assert f"Re-verified on fresh starts at {verification['rate_rps']:g} req/s, 3 runs each: candidate 000" in text
     assert "#### Side effects" not in text
@@ -190,7 +190,7 @@ def test_an_adopted_candidate_is_recommended_with_its_goodput_and_side_effects(r
     assert capacity["max_total_num_tokens"]["candidate"] > capacity["max_total_num_tokens"]["baseline"]
     text = markdown_of(run_dir)
     assert (f"**Adopt candidate 000** (max_running_requests=48, mem_fraction_static=0.88): goodput {goodput:,.2f} "
-            "req/s under the SLO. adopt candidate 000") in text
+            "req/s under the SLO. Verdict: adopt candidate 000") in text
     assert "#### Side effects (against the configuration adopted by baseline)" in text
     assert "- search: 000: max_total_num_tokens " in text
     line = run_report.search_lines(run_report.build_summary(run_dir))[0]
@@ -248,3 +248,23 @@ def test_a_run_without_a_search_has_no_search_summary():
     summary = run_report.build_summary(Path(__file__).resolve().parents[3] / "fixtures" / "run-demo")
     assert summary["hosts"]["gpu1"]["search"] is None
     assert run_report.search_lines(summary) == []
+
+
+def test_a_search_where_no_candidate_met_the_slo_keeps_the_adopted_configuration(run_dir):
+    """As search.yml leaves it then: every rate 0, nothing re-verified, the stage record's decision."""
+    state = read(stage_dir(run_dir) / "search.json")
+    for trial in state["strategy"]["trials"]:
+        trial["value"] = 0.0 if trial["state"] == "complete" else None
+    write(stage_dir(run_dir) / "search.json", state)
+    shutil.rmtree(stage_dir(run_dir) / "verify")
+    record = read(stage_dir(run_dir) / "stage.json")
+    record["search"]["decision"] = "no candidate met the SLO at any rate; the adopted configuration stays"
+    write(stage_dir(run_dir) / "stage.json", record)
+    search = search_of(run_dir)
+    assert search["recommendation"]["action"] == "keep" and search["recommendation"]["best_candidate"] is None
+    assert search["front"] == {"ttft_ms": [], "tpot_ms": []}
+    text = markdown_of(run_dir)
+    assert ("**The adopted configuration stays**. Verdict: no candidate met the SLO at any rate; the adopted configuration "
+            "stays.\n\nNothing was re-verified.") in text
+    assert run_report.search_lines(run_report.build_summary(run_dir))[0].startswith(
+        "gpu1: search recommends keeping the adopted configuration: no candidate met the SLO (p99 TPOT <= 5 ms")
