@@ -164,8 +164,8 @@ def test_the_recommendation_keeps_the_adopted_configuration_with_the_test_as_evi
     assert verification["candidate"] == "000" and verification["verdict"] == decision["comparisons"]["000"]["verdict"]
     assert verification["rate_rps"] == by_name(search)["000"]["goodput_rps"] and verification["runs"] == 3
     text = markdown_of(run_dir)
-    assert ("**The adopted configuration stays** (the best candidate was 000). Verdict: keep the adopted configuration: no "
-            "candidate's goodput was significantly higher at") in text
+    assert ("**The adopted configuration stays** (the best candidate was 000). Verdict: keep the adopted "
+            "configuration: no candidate's goodput was significantly higher at") in text
     assert f"Re-verified on fresh starts at {verification['rate_rps']:g} req/s, 3 runs each: candidate 000" in text
     assert "#### Side effects" not in text
     lines = run_report.search_lines(run_report.build_summary(run_dir))
@@ -264,7 +264,7 @@ def test_a_search_where_no_candidate_met_the_slo_keeps_the_adopted_configuration
     assert search["recommendation"]["action"] == "keep" and search["recommendation"]["best_candidate"] is None
     assert search["front"] == {"ttft_ms": [], "tpot_ms": []}
     text = markdown_of(run_dir)
-    assert ("**The adopted configuration stays**. Verdict: no candidate met the SLO at any rate; the adopted configuration "
-            "stays.\n\nNothing was re-verified.") in text
+    assert ("**The adopted configuration stays**. Verdict: no candidate met the SLO at any rate; the adopted "
+            "configuration stays.\n\nNothing was re-verified.") in text
     assert run_report.search_lines(run_report.build_summary(run_dir))[0].startswith(
         "gpu1: search recommends keeping the adopted configuration: no candidate met the SLO (p99 TPOT <= 5 ms")
