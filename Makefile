@@ -1,10 +1,11 @@
-# Quick start: `make demo` runs the whole tuning job on sandbox hosts with the SGLang emulator;
+# Quick start: `make demo` runs the whole tuning job on sandbox hosts with the SGLang emulator (`make demo-slo`: the
+# goodput search under a latency SLO instead);
 # `make test` runs every test and quality gate. Both install what they need (see scripts/setup.sh).
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test lint unit integration demo sandbox-up sandbox-down bench-client bench-tuning-scale
+.PHONY: setup test lint unit integration demo demo-slo sandbox-up sandbox-down bench-client bench-tuning-scale
 
 setup:
 	@bash scripts/setup.sh
@@ -23,6 +24,9 @@ lint: setup
 
 demo: setup
 	@bash scripts/demo.sh
+
+demo-slo: setup  ## the goodput search on the demo host (examples/demo-slo.yml); prints the recommendation
+	@bash scripts/demo-slo.sh
 
 sandbox-up: setup
 	@$(PY) -m tests.sandbox up --hosts $${HOSTS:-1} --emulator

@@ -14,9 +14,19 @@ NO_GPU_WORK = "no GPU work: nothing was measured or tuned, the server kept runni
 
 
 def measurement_dirs(stage_dir: Path) -> list[Path]:
-    """The stage's measurements (baseline, MoE and verify measure in the stage directory, flags in trials/)."""
-    candidates = [stage_dir] + sorted(p for p in (stage_dir / "trials").glob("*") if p.is_dir())
+    """The stage's measurements (baseline, MoE and verify measure in the stage directory, flags and the search's
+    candidates in trials/, the search's re-verified candidates in verify/)."""
+    candidates = [stage_dir] + sorted(path for sub in ("trials", "verify") for path in (stage_dir / sub).glob("*")
+                                      if path.is_dir())
     return [d for d in candidates if (d / "requested_args.json").is_file()]
+
+
+def _sweeps(directory: Path) -> list[dict]:
+    """Every benchmark of a measurement: its sweep (or a failed sweep's part), and the search's open-loop runs (each
+    rate probe of a candidate, the goodput at the verification rate of a re-verified one)."""
+    sweep = read_json(directory / "sweep.json") or (read_json(directory / "failure.json") or {}).get("sweep")
+    search = [read_json(path) for path in [*sorted((directory / "probes").glob("*.json")), directory / "goodput.json"]]
+    return [s for s in [sweep, *search] if s]
 
 
 def skipped_dirs(stage_dir: Path) -> list[Path]:
@@ -30,10 +40,11 @@ def _emulated(directories: t.Iterable[Path]) -> bool:
 
 def _measurement_cost(directory: Path, emulated: bool, time_scale: dict | None) -> dict:
     facts = read_json(directory / "facts.json")
-    sweep = read_json(directory / "sweep.json") or (read_json(directory / "failure.json") or {}).get("sweep")
+    first, *more = _sweeps(directory) or [None]
     scales = gpu_cost.scales_for(emulated, time_scale)
-    parts = gpu_cost.measurement_parts(read_json(directory / "deploy.json"), facts, sweep, scales.serving,
-                                       scales.startup)
+    parts = gpu_cost.add_parts(
+        gpu_cost.measurement_parts(read_json(directory / "deploy.json"), facts, first, scales.serving, scales.startup),
+        *(gpu_cost.measurement_parts({"restarted": False}, facts, sweep, scales.serving) for sweep in more))
     gpus, source = gpu_cost.deployment_gpus(facts, read_json(directory / "requested_args.json"),
                                             read_json(directory / "environment.json"))
     return gpu_cost.cost_record(parts, gpus, source, emulated, time_scale)

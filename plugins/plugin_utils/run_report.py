@@ -9,12 +9,18 @@ from __future__ import annotations
 
 import io
 import json
+import math
+import re
+import statistics
+import textwrap
 import typing as t
 from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils.drift import verdicts_within_drift
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import PART_LABELS, PARTS
+from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import DEFAULT, RECORDED
+from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import STATE_FILE, trial_name
 
 try:
     import markdown
@@ -31,6 +37,12 @@ STAGES = RECORDED  # the stages with per-host records (stage.json, adopted.json)
 MEASURED_FILES = ("sweep.json", "facts.json", "comparison.json", "decision.json", "side_effects.json",
                   "requested_args.json", "cost.json", "findings.json", "drift.json")
 KEY_LEVEL_HINT = "the highest concurrency measured in both the baseline and the final sweep"
+# The search's trial states as the report names them: an invalid candidate was skipped without a start.
+SEARCH_STATES = {"complete": "complete", "infeasible": "infeasible", "invalid": "skipped"}
+# The latencies the Pareto fronts plot goodput against, at p99 of the candidate's boundary runs.
+FRONT_LATENCIES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT"}
+FRONT_PERCENTILE = "p99"
+REASON_WIDTH = 160  # a failed start's reason is the server's whole error; summary.json keeps it
 
 
 def read_json(path: Path) -> t.Any:
@@ -87,8 +99,9 @@ def _stage_status(run_dir: Path, stage: str, host: str) -> dict:
     return record or {"status": "not run"}
 
 
-def _adopted(run_dir: Path, host: str) -> dict | None:
-    for stage in reversed(STAGES):
+def _adopted(run_dir: Path, host: str, stages: t.Sequence[str] = STAGES) -> dict | None:
+    """The configuration adopted after the last of ``stages`` that recorded one."""
+    for stage in reversed(stages):
         adopted = read_json(run_dir / stage / host / "adopted.json")
         if adopted is not None:
             return {"stage": stage, **adopted}  # the stage that adopted it, when recorded
@@ -175,6 +188,7 @@ def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
         "numbers": _key_numbers(measurements),
         "cost": host_cost(run_dir, host, stages, measurements),
         "drift": _drift(measurements),
+        "search": search_summary(run_dir, host, stages.get("search")),
     }
 
 
@@ -189,6 +203,137 @@ def build_summary(run_dir: Path, measured: dict[str, list[dict]] | None = None) 
         "gpu_minutes": round(sum(h["cost"]["gpu_minutes"] for h in hosts.values()), 1),
         "hosts": hosts,
     }
+
+
+# ---- the goodput search ---------------------------------------------------------------------------
+
+def _boundary_runs(trial_dir: Path, rate: float | None) -> list[dict]:
+    """The open-loop runs at a candidate's SLO-meeting rate: the bisection and the confirmation may both have
+    probed it, each probe one file."""
+    runs: list[dict] = []
+    if not rate:
+        return runs
+    for path in sorted((trial_dir / "probes").glob("*.json")):
+        level = ((read_json(path) or {}).get("levels") or [{}])[0]
+        if math.isclose(level.get("request_rate") or 0.0, rate):
+            runs += level.get("runs") or []
+    return runs
+
+
+def _median_run_value(runs: list[dict], field: str, percentile: str | None = None) -> float | None:
+    values = [run.get(field) for run in runs]
+    if percentile is not None:
+        values = [value.get(percentile) if isinstance(value, dict) else None for value in values]
+    values = [value for value in values if isinstance(value, (int, float))]
+    return round(statistics.median(values), 3) if values else None
+
+
+def _search_candidate(stage_dir: Path, trial: dict) -> dict:
+    """One trial of the search: its outcome, its goodput (the highest rate at which every run met the SLO) and the
+    latencies and throughput at that rate."""
+    trial_dir = stage_dir / "trials" / trial_name(trial["number"])
+    result = read_json(trial_dir / "rate_search.json") or {}
+    complete = trial["state"] == "complete"
+    runs = _boundary_runs(trial_dir, trial["value"] if complete else None)
+    boundary = None
+    if runs:
+        boundary = {"runs": len(runs), "agg_tok_s": _median_run_value(runs, "agg_tok_s"),
+                    **{f"{metric}_{FRONT_PERCENTILE}": _median_run_value(runs, metric, FRONT_PERCENTILE)
+                       for metric in FRONT_LATENCIES}}
+    return {"name": trial_name(trial["number"]), "params": trial["params"], "state": trial["state"],
+            "reason": trial.get("reason") or result.get("reason"),
+            "goodput_rps": trial["value"] if complete else None,
+            "measured_goodput_rps": result.get("goodput_rps"),
+            "probes": (result.get("cost") or {}).get("probes", 0), "gpu_minutes": trial["gpu_minutes"],
+            "boundary": boundary}
+
+
+def pareto_front(points: dict[str, tuple[float, float]]) -> list[str]:
+    """The names of the (latency, goodput) points no other point dominates: none has at least the goodput at no more
+    latency and is better in one of them."""
+    return [name for name, (latency, goodput) in points.items()
+            if not any(other_latency <= latency and other_goodput >= goodput
+                       and (other_latency < latency or other_goodput > goodput)
+                       for other_latency, other_goodput in points.values())]
+
+
+def _fronts(candidates: list[dict]) -> dict[str, list[str]]:
+    fronts = {}
+    for metric in FRONT_LATENCIES:
+        key = f"{metric}_{FRONT_PERCENTILE}"
+        points = {c["name"]: (c["boundary"][key], c["goodput_rps"]) for c in candidates
+                  if c["boundary"] and c["boundary"][key] is not None}
+        fronts[metric] = pareto_front(points)
+    return fronts
+
+
+def _probe_slo(stage_dir: Path) -> dict | None:
+    """The SLO as the bench module recorded it with the probes (targets and percentiles)."""
+    for path in sorted((stage_dir / "trials").glob("*/probes/*.json")):
+        slo = ((read_json(path) or {}).get("workload") or {}).get("slo")
+        if slo:
+            return slo
+    return None
+
+
+def _verification(stage_dir: Path, decision: dict | None) -> dict | None:
+    """The re-verification's test of the adopted candidate, or of the best one when none was adopted."""
+    if not decision or not decision.get("comparisons"):
+        return None
+    name = decision.get("candidate") or next(iter(decision["comparisons"]))
+    comparison = decision["comparisons"][name]
+    reference = read_json(stage_dir / "verify" / "adopted" / "goodput.json") or {}
+    rate = ((reference.get("levels") or [{}])[0]).get("request_rate")
+    keys = ("verdict", "change_pct", "p_value", "ci_low_pct", "ci_high_pct", "significant", "evidence", "runs",
+            "slo_held_in_every_run", "goodput_rps", "reference_goodput_rps")
+    return {"candidate": name, "rate_rps": rate, **{key: comparison.get(key) for key in keys}}
+
+
+def _side_effects(run_dir: Path, host: str, candidate_dir: Path) -> dict | None:
+    """What the server set by itself for the adopted candidate: its facts against those of the configuration adopted
+    before the search (the one it was verified against), as the flags stage diffs its trials."""
+    before = _adopted(run_dir, host, STAGES[:STAGES.index("search")])
+    facts = read_json(candidate_dir / "facts.json")
+    if before is None or facts is None or not before.get("facts"):
+        return None
+    reference = read_json(run_dir / before["facts"])
+    if reference is None:
+        return None
+    diff = diff_server_facts(reference, facts, before.get("args"), read_json(candidate_dir / "requested_args.json"))
+    return {"against": before["stage"], **diff}
+
+
+def _recommendation(run_dir: Path, host: str, candidates: list[dict], record: dict) -> dict:
+    stage_dir = run_dir / "search" / host
+    decision = read_json(stage_dir / "verify" / "decision.json")
+    chosen = (decision or {}).get("candidate")
+    by_name = {c["name"]: c for c in candidates}
+    best = max((c for c in candidates if c["goodput_rps"]), key=lambda c: c["goodput_rps"], default=None)
+    summary = (decision or {}).get("summary") or (record.get("search") or {}).get("decision")
+    recommendation = {"action": "adopt" if chosen else "keep", "candidate": chosen, "summary": summary,
+                      "params": by_name[chosen]["params"] if chosen else None,
+                      "goodput_rps": by_name[chosen]["goodput_rps"] if chosen else None,
+                      "best_candidate": best["name"] if best else None,
+                      "verification": _verification(stage_dir, decision), "side_effects": None}
+    if chosen:
+        recommendation["args"] = (read_json(stage_dir / "adopted.json") or {}).get("args")
+        recommendation["side_effects"] = _side_effects(run_dir, host, stage_dir / "verify" / chosen)
+    return recommendation
+
+
+def search_summary(run_dir: Path, host: str, record: dict | None) -> dict | None:
+    """The search stage of a host in machine form (summary.json ``hosts.<host>.search``), None when it did not run."""
+    stage_dir = run_dir / "search" / host
+    state = read_json(stage_dir / STATE_FILE)
+    if state is None or not state.get("strategy"):
+        return None
+    record = record or {}
+    candidates = [_search_candidate(stage_dir, trial) for trial in state["strategy"]["trials"]]
+    return {"status": record.get("status", "not run"), "slo": _probe_slo(stage_dir),
+            "stop_reason": state["strategy"].get("stop_reason"), "spent": state["strategy"].get("spent"),
+            "candidates": candidates, "front": _fronts(candidates),
+            "recommendation": _recommendation(run_dir, host, candidates, record),
+            "gpu_minutes": (record.get("cost") or {}).get("gpu_minutes")}
 
 
 # ---- Markdown ------------------------------------------------------------------------------------
@@ -272,18 +417,126 @@ def _moe_cost_text(moe: dict) -> str:
             + (f", {measured:g} s per config measured" if measured else "") + ").")
 
 
+def _params_text(params: dict) -> str:
+    return ", ".join(f"{name}={value}" for name, value in params.items())
+
+
+def _slo_text(slo: dict | None) -> str:
+    if not slo:
+        return "not recorded"
+    return ", ".join(f"p{spec['percentile']:g} {metric.removesuffix('_ms').upper()} <= {spec['target']:g} ms"
+                     for metric, spec in slo.items())
+
+
+def _percentile_note(slo: dict | None) -> str:
+    """Which latencies the SLO judges at another percentile than the fronts' p99, or does not judge at all."""
+    notes = []
+    for metric, label in FRONT_LATENCIES.items():
+        spec = (slo or {}).get(metric)
+        if spec is None:
+            notes.append(f"{label} is not in the SLO")
+        elif spec["percentile"] != 99:
+            notes.append(f"the SLO judges {label} at p{spec['percentile']:g}, the plot shows p99")
+    return ("Note: " + "; ".join(notes) + ".") if notes else ""
+
+
+def _candidate_row(candidate: dict, knobs: list[str]) -> list[str]:
+    boundary = candidate["boundary"] or {}
+    goodput = candidate["goodput_rps"]
+    return ([candidate["name"]] + [str(candidate["params"].get(knob, "-")) for knob in knobs]
+            + [SEARCH_STATES.get(candidate["state"], candidate["state"]), "-" if goodput is None else f"{goodput:,.2f}"]
+            + [_number(boundary.get(f"{metric}_{FRONT_PERCENTILE}")) for metric in FRONT_LATENCIES]
+            + [_number(boundary.get("agg_tok_s")), str(candidate["probes"]), _number(candidate["gpu_minutes"]),
+               textwrap.shorten(candidate["reason"] or "", REASON_WIDTH, placeholder=" ...")])
+
+
+def _candidate_table(search: dict) -> str:
+    knobs = list(dict.fromkeys(knob for c in search["candidates"] for knob in c["params"]))
+    header = (["Candidate", *knobs, "State", "Goodput (req/s)"]
+              + [f"{FRONT_PERCENTILE} {label} (ms)" for label in FRONT_LATENCIES.values()]
+              + ["Output tok/s", "Probes", "GPU-min", "Reason"])
+    return _table(header, [_candidate_row(c, knobs) for c in search["candidates"]])
+
+
+def _verification_text(verification: dict | None) -> str:
+    if verification is None:
+        return "Nothing was re-verified."
+    median = statistics.median
+    held = "the SLO held in every run" if verification["slo_held_in_every_run"] else "the SLO missed in a run"
+    return (f"Re-verified on fresh starts at {verification['rate_rps']:g} req/s, {verification['runs']} runs each: "
+            f"candidate {verification['candidate']} {median(verification['goodput_rps']):,.2f} req/s of goodput "
+            f"(median) against {median(verification['reference_goodput_rps']):,.2f} for the adopted configuration; "
+            f"{verification['verdict']} ({verification['evidence']}); {held}.")
+
+
+def _recommendation_text(search: dict) -> list[str]:
+    recommendation = search["recommendation"]
+    if recommendation["action"] == "adopt":
+        head = (f"**Adopt candidate {recommendation['candidate']}** ({_params_text(recommendation['params'])}): "
+                f"goodput {recommendation['goodput_rps']:,.2f} req/s under the SLO.")
+    else:
+        best = recommendation["best_candidate"]
+        head = "**The adopted configuration stays**" + (f" (the best candidate was {best})." if best else ".")
+    parts = ["#### Recommendation", head + f" Verdict: {recommendation['summary']}.",
+             _verification_text(recommendation["verification"])]
+    side_effects = recommendation["side_effects"]
+    if side_effects is not None:
+        lines = [(f"search: {recommendation['candidate']}", line) for line in side_effects["summary_lines"]]
+        parts += [f"#### Side effects (against the configuration adopted by {side_effects['against']})",
+                  _side_effect_lines(lines) if lines else
+                  "None: the server ran it as requested, with the same capacity and warnings."]
+    return parts
+
+
+def _search_cost_text(search: dict, cost: dict | None, emulated: bool) -> str:
+    """The stage's GPU-minutes by part (its cost.json accounting, as every stage's), next to the budget's count."""
+    if not cost:
+        return ""
+    real = " (real-GPU equivalent of the emulated run)" if emulated else ""
+    parts = ", ".join(f"{PART_LABELS[name].lower()} {cost['parts'][name]['gpu_minutes']:,.1f}" for name in PARTS
+                      if (cost.get("parts") or {}).get(name, {}).get("gpu_minutes"))
+    spent = search["spent"] or {}
+    return (f"The search cost {cost['gpu_minutes']:,.1f} GPU-min{real} ({parts}); its budget counted "
+            f"{spent.get('restarts', 0)} restarts and {spent.get('gpu_minutes') or 0.0:,.1f} GPU-min for the "
+            f"candidates, the re-verification not included.")
+
+
+def _search_section(host: str, search: dict, cost: dict | None, emulated: bool) -> list[str]:
+    fronts = "; ".join(f"vs {FRONT_PERCENTILE} {label}: {', '.join(search['front'][metric]) or 'none'}"
+                       for metric, label in FRONT_LATENCIES.items())
+    parts = ["### Goodput search",
+             f"SLO: {_slo_text(search['slo'])}. Goodput: the highest request rate at which the SLO held in every run "
+             f"of the rate search; latencies and throughput are the medians of those runs; GPU-min is what the "
+             f"search counted against its budget. Stopped: "
+             f"{search['stop_reason'] or 'the space was exhausted'}.",
+             _candidate_table(search), f"Pareto front (goodput {fronts})."]
+    if any(search["front"].values()):
+        parts.append(f"![goodput against latency](plots/{host}-search.svg)")
+    parts += [note for note in (_percentile_note(search["slo"]),) if note]
+    parts += _recommendation_text(search)
+    parts += [text for text in (_search_cost_text(search, cost, emulated),) if text]
+    return parts
+
+
+def _side_effect_lines(lines: list[tuple[str, str]]) -> str:
+    """What the server changed by itself, one line per (configuration label, change)."""
+    return "\n".join(f"- {label}: {line}" for label, line in lines)
+
+
 def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[dict]) -> str:
     stages = ", ".join(f"{stage} {summary['stages'][stage]['status']}" for stage in STAGES if stage in summary["stages"])
     parts = [f"## {host}", f"Stages: {stages}.", "### Decisions"]
     parts.append("\n".join(f"- **{d['label']}**: {d['summary']}" for d in summary["decisions"]) or "No trials.")
+    if summary["search"]:
+        parts += _search_section(host, summary["search"], summary["stages"]["search"].get("cost"),
+                                 summary["cost"]["emulated"])
     parts += _cost_section(summary) + _drift_section(summary["drift"])
     parts += ["### Aggregate output throughput (tok/s, median of runs)", _throughput_table(measurements, "agg_tok_s"),
               "### Per-request output throughput (tok/s, median of runs)",
               _throughput_table(measurements, "per_req_tok_s"), f"![throughput and latency](plots/{host}.svg)"]
     side_effects = [(m["label"], line) for m in measurements for line in (m["side_effects"] or {}).get("summary_lines", [])]
     if side_effects:
-        parts += ["### What the server changed by itself",
-                  "\n".join(f"- {label}: {line}" for label, line in side_effects)]
+        parts += ["### What the server changed by itself", _side_effect_lines(side_effects)]
     kernel_table = read_json(run_dir / "moe_tune" / host / "kernel_table.json")
     if kernel_table and kernel_table.get("table"):
         parts += ["### MoE kernels before and after tuning", kernel_table["table"]]
@@ -326,7 +579,38 @@ def summary_text(summary: dict) -> list[str]:
             lines.append(f"{host}: {data['drift']['summary']}"
                          + (f" ({flippable} decision(s) within the drift: see the report)" if flippable else ""))
         lines += _cost_lines(host, data)
+        lines += _search_lines(host, data["search"])
     return lines
+
+
+def _search_lines(host: str, search: dict | None) -> list[str]:
+    """The search's recommendation with its goodput and its evidence, and what the search cost."""
+    if search is None:
+        return []
+    recommendation, slo = search["recommendation"], _slo_text(search["slo"])
+    name = recommendation["candidate"] or recommendation["best_candidate"]
+    best = next((c for c in search["candidates"] if c["name"] == name), None)
+    goodput = (f"candidate {name} ({_params_text(best['params'])}): goodput {best['goodput_rps']:,.2f} req/s under the "
+               f"SLO ({slo})") if best else f"no candidate met the SLO ({slo})"
+    if recommendation["action"] == "adopt":
+        line = f"{host}: search recommends {goodput}"
+    elif best:
+        line = f"{host}: search recommends keeping the adopted configuration; best {goodput}"
+    else:
+        line = f"{host}: search recommends keeping the adopted configuration: {goodput}"
+    verification = recommendation["verification"]
+    if verification:
+        line += (f"; re-verified at {verification['rate_rps']:g} req/s: "
+                 f"{statistics.median(verification['goodput_rps']):,.2f} vs "
+                 f"{statistics.median(verification['reference_goodput_rps']):,.2f} req/s of goodput for the adopted "
+                 f"configuration, {verification['verdict']}")
+    cost = search["gpu_minutes"]
+    return [line + ("" if cost is None else f"; the search cost {cost:,.1f} GPU-min")]
+
+
+def search_lines(summary: dict) -> list[str]:
+    """Every host's search recommendation (make demo-slo prints them from summary.json)."""
+    return [line for host, data in summary["hosts"].items() for line in _search_lines(host, data.get("search"))]
 
 
 def _cost_lines(host: str, data: dict) -> list[str]:
@@ -373,6 +657,47 @@ def render_plot(measurements: list[dict], host: str) -> str:
     axes[0].legend(fontsize="small")
     figure.suptitle(host)
     figure.tight_layout()
+    return _svg(figure)
+
+
+def render_search_plot(search: dict, host: str) -> str:
+    """One SVG with the candidates' goodput against p99 TTFT and against p99 TPOT at their SLO-meeting rate, the
+    Pareto front of each highlighted, the SLO's target where it judges that latency at p99."""
+    pyplot.rcParams["svg.hashsalt"] = "llmops-sglang"
+    figure, axes = pyplot.subplots(1, len(FRONT_LATENCIES), figsize=(11, 4.2))
+    for axis, metric in zip(axes, FRONT_LATENCIES):
+        _front_panel(axis, search, metric)
+    adopted = search["recommendation"]["candidate"]
+    figure.suptitle(f"{host}: goodput search" + (f" (star: the adopted candidate {adopted})" if adopted else ""))
+    figure.tight_layout()
+    return _svg(figure)
+
+
+def _front_panel(axis: t.Any, search: dict, metric: str) -> None:
+    key, front, label = f"{metric}_{FRONT_PERCENTILE}", search["front"][metric], FRONT_LATENCIES[metric]
+    measured = [c for c in search["candidates"] if c["boundary"] and c["boundary"][key] is not None]
+    for candidate in measured:
+        on_front = candidate["name"] in front
+        point = (candidate["boundary"][key], candidate["goodput_rps"])
+        axis.scatter(*point, s=80 if on_front else 40, color="C3" if on_front else "0.6", zorder=3,
+                     marker="*" if candidate["name"] == search["recommendation"]["candidate"] else "o")
+        axis.annotate(candidate["name"], point, textcoords="offset points", xytext=(5, 5), fontsize="small")
+    points = sorted((c["boundary"][key], c["goodput_rps"]) for c in measured if c["name"] in front)
+    if points:
+        axis.plot(*zip(*points), color="C3", drawstyle="steps-post", label="Pareto front")
+    spec = (search["slo"] or {}).get(metric)
+    if spec and spec["percentile"] == 99:
+        axis.axvline(spec["target"], color="0.3", linestyle="--", label=f"SLO p99 <= {spec['target']:g} ms")
+    axis.set_xlim(left=0)  # from zero: the gaps between candidates at their true size
+    axis.set_ylim(0, max((c["goodput_rps"] for c in measured), default=1.0) * 1.15)  # room for the labels on top
+    axis.set_xlabel(f"{FRONT_PERCENTILE} {label} ms at the SLO-meeting rate")
+    axis.set_ylabel("goodput (req/s)")
+    axis.set_title(f"Goodput vs {FRONT_PERCENTILE} {label}")
+    axis.grid(True, alpha=0.3)
+    axis.legend(fontsize="small")
+
+
+def _svg(figure: t.Any) -> str:
     buffer = io.StringIO()
     figure.savefig(buffer, format="svg", metadata={"Date": None})
     pyplot.close(figure)
@@ -392,12 +717,13 @@ figure svg{{width:100%;height:auto}}</style></head>
 
 
 def render_html(markdown_text: str, plots: dict[str, str], title: str) -> str:
-    """report.md as HTML with each plot's SVG inlined where the Markdown links it (no external file)."""
+    """report.md as HTML with each plot's SVG (``plots``: by file name under plots/, without .svg) inlined where the
+    Markdown links it (no external file)."""
     body = markdown.markdown(markdown_text, extensions=["tables", "fenced_code"])
-    for host, svg in plots.items():
-        inline = svg[svg.index("<svg"):]
-        image = f'<img alt="throughput and latency" src="plots/{host}.svg" />'
-        body = body.replace(f"<p>{image}</p>", f"<figure>{inline}</figure>").replace(image, f"<figure>{inline}</figure>")
+    for name, svg in plots.items():
+        figure = f"<figure>{svg[svg.index('<svg'):]}</figure>"
+        image = re.compile(rf'(<p>)?<img alt="[^"]*" src="plots/{re.escape(name)}\.svg" />(?(1)</p>)')
+        body = image.sub(lambda _match, figure=figure: figure, body)
     return HTML_PAGE.format(title=title, body=body)
 
 
@@ -407,6 +733,8 @@ def report_files(run_dir: Path) -> dict[str, str]:
     summary = build_summary(run_dir, measured)
     markdown_text = render_markdown(run_dir, summary, measured)
     plots = {host: render_plot(measured[host], host) for host in summary["hosts"]}
+    plots.update({f"{host}-search": render_search_plot(data["search"], host) for host, data in summary["hosts"].items()
+                  if data["search"] and any(data["search"]["front"].values())})
     files = {"summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n", "report.md": markdown_text,
              "report.html": render_html(markdown_text, plots, f"SGLang tuning run {summary['run_id']}")}
     files.update({f"plots/{host}.svg": svg for host, svg in plots.items()})
