@@ -5,16 +5,19 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test lint unit integration demo demo-slo sandbox-up sandbox-down bench-client bench-tuning-scale
+.PHONY: setup test lint unit unit-py313 integration demo demo-slo sandbox-up sandbox-down bench-client bench-tuning-scale
 
 setup:
 	@bash scripts/setup.sh
 
-test: setup lint
+test: setup lint unit-py313
 	@bash scripts/pytest.sh tests
 
 unit: setup
 	@bash scripts/pytest.sh tests/unit
+
+unit-py313:  ## the unit tests on Python 3.13 as well, in .cache/venv-3.13 (the project venv is 3.11; makes its own)
+	@bash scripts/unit-py313.sh
 
 integration: setup
 	@bash scripts/pytest.sh tests/integration

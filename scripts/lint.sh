@@ -12,16 +12,7 @@ export PATH=$venv_bin:$PATH
 # import, ~15 s each instead of ~80 s for a full run in a fresh checkout).
 full_python=3.11
 other_pythons=(3.12 3.13)
-
-# An interpreter for python3.X: on PATH, else pyenv's (this machine and CI keep 3.12 and 3.13 there, unselected).
-python_dir() {
-    local found
-    found=$(command -v "python$1" 2>/dev/null) && "$found" -c '' 2>/dev/null && { dirname "$found"; return; }
-    for found in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/"python$1"; do
-        [[ -x $found ]] && { dirname "$found"; return; }
-    done
-    return 1
-}
+source scripts/pythons.sh
 
 # 1. The artifact, as `ansible-galaxy collection build` makes it for Galaxy (galaxy.yml build_ignore decides what
 #    it holds; tests/unit/collection checks that).
@@ -53,11 +44,7 @@ PY
 sanity() {
     local version=$1 dir
     shift
-    if ! dir=$(python_dir "$version"); then
-        echo "lint: Python $version not found (python$version on PATH or under pyenv's versions/): ansible-core 2.19" \
-             "supports it as controller Python and the sanity gate runs on it; install it (pyenv install $version)" >&2
-        return 1
-    fi
+    dir=$(python_dir "$version") || return 1
     echo "lint: ansible-test sanity --python $version $*"
     (cd "$tree" && HOME=$home PATH=$venv_bin:$dir:$PATH ansible-test sanity --venv --python "$version" --color no "$@")
 }

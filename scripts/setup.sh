@@ -2,6 +2,7 @@
 # Installs everything `make test` and `make demo` need on a fresh Debian 12 machine:
 # Debian packages (when root), the project venv with pinned Python dependencies, and
 # the gitignored self-link that puts this checkout on Ansible's collections path.
+# VENV and PYTHON choose another venv and its interpreter (scripts/unit-py313.sh: a second one on Python 3.13).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
