@@ -33,7 +33,6 @@ import logging
 import math
 import os
 import random
-import re
 import shutil
 import signal
 import socket
@@ -220,8 +219,8 @@ def _drive(scheduler: t.Any, clock: VirtualClock, requests: list) -> None:
             clock.now = pending[0].arrival
             continue
         batch, cost = scheduler.plan_step()
-        clock.now += cost * scheduler.instance_factor * emulator_scheduler.lognormal_factor(scheduler.rng,
-                                                                                           scheduler.noise_cv)
+        step_noise = emulator_scheduler.lognormal_factor(scheduler.rng, scheduler.noise_cv)
+        clock.now += cost * scheduler.instance_factor * step_noise
         scheduler.finish_step(batch)
 
 
@@ -319,7 +318,7 @@ class Server:
         self.port = free_port()
         self.log_path = log_path
         env = {**{k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}, **emulator_env()}
-        env.pop("SGLANG_MOE_CONFIG_DIR", None)
+        env.pop("SGLANG_MOE_CONFIG_DIR", None)  # tuned MoE configs would speed it up (the ground truth has none)
         argv = server_command() + to_cli_args({**args, "host": "127.0.0.1", "port": self.port})
         with open(log_path, "wb") as log:
             self.process = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -500,6 +499,7 @@ def run_auto_benchmark(setup: Setup, budget: float, profile: Profile) -> dict:
     live = directory / "results" / "live_results.jsonl"
     env = {k: v for k, v in os.environ.items() if not k.lower().endswith("_proxy")}
     env.update(HF_HUB_OFFLINE="1", HF_HOME=str(directory / "hf"), PYTHONUNBUFFERED="1")
+    env.pop("SGLANG_MOE_CONFIG_DIR", None)  # its servers inherit it: tuned MoE configs would speed them up
     with open(directory / "auto_benchmark.log", "wb") as log:
         process = subprocess.Popen([str(BENCH_VENV_PYTHON), "-m", "sglang.auto_benchmark", "run", "--config",
                                     str(config_path)], cwd=directory, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -543,10 +543,9 @@ def auto_benchmark_result(records: list[dict], scale: float, gpus: int, start_s:
     ranked = sorted((r for r in records if r.get("metrics")), reverse=True,
                     key=lambda r: (bool(r.get("sla_passed")), r.get("requested_qps", 0.0)))
     best = ranked[0] if ranked else None
-    knobs = set(BASELINE)
     return {"trials": records, "spent_gpu_minutes": sum(trial_gpu_minutes(r, gpus, start_s, scale) for r in records),
             "candidates": len({r["candidate_id"] for r in records}),
-            "best": {name: best["server_flags"][name] for name in knobs} if best else None,
+            "best": {name: best["server_flags"][name] for name in BASELINE} if best else None,
             "claimed_rps": best["requested_qps"] * scale if best and best.get("sla_passed") else None}
 
 
@@ -580,8 +579,8 @@ def report(setup: Setup, truth: list[dict], ours: dict, theirs: dict, budget: fl
               f"{claimed} | {row['gpu_minutes']:.1f} | {row['budget_pct']:.1f} |")
     ours_row, theirs_row = rows
     problems = target_failures(ours_row, theirs_row)
-    print(f"\nseed {setup.seed}, {elapsed_s:.0f} s; targets: " + ("all met" if not problems else
-                                                            "NOT MET: " + "; ".join(problems)))
+    verdict = "all met" if not problems else "NOT MET: " + "; ".join(problems)
+    print(f"\nseed {setup.seed}, {elapsed_s:.0f} s; targets: {verdict}")
     write_results(setup, truth, ours, theirs, rows)
     print(f"goodput search: {ours_row['goodput_pct']:.1f}% of optimum at {ours_row['budget_pct']:.1f}% of grid "
           f"GPU-minutes; sglang.auto_benchmark: {theirs_row['goodput_pct']:.1f}% at {theirs_row['budget_pct']:.1f}%")
