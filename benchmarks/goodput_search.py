@@ -64,7 +64,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.workload import (  #
 )
 from ansible_collections.llmops.sglang.plugins.plugin_utils import rate_search  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import Inputs, Stage  # noqa: E402
-from benchmarks.client_throughput import ensure_bench_serving_venv, write_tokenizer  # noqa: E402
+from benchmarks.client_throughput import VENV, ensure_bench_serving_venv, write_tokenizer  # noqa: E402
 from sglang._emulator import scheduler as emulator_scheduler  # noqa: E402
 from sglang._emulator.capacity import plan_memory  # noqa: E402
 from sglang._emulator.model_shape import load_model_shape  # noqa: E402
@@ -76,7 +76,9 @@ from sglang.srt.server_args import prepare_server_args  # noqa: E402
 PROFILE = ROOT / "benchmarks" / "profiles" / "goodput_search.yaml"
 MODEL = EMULATOR / "models" / "Qwen3.5-122B-A10B"
 CACHE = ROOT / ".cache" / "goodput-search"
-BENCH_VENV_PYTHON = ROOT / ".cache" / "bench-serving-venv" / "bin" / "python"
+# bench_serving's venv holds sglang 0.5.11, whose wheel has sglang.auto_benchmark (0.5.11-0.5.16 ship it, 0.5.17+
+# and 0.5.23 do not)
+BENCH_VENV_PYTHON = VENV / "bin" / "python"
 READY = "The server is fired up and ready to roll!"
 # The real case's server (design.md): TP4 with NEXTN; the adopted configuration both searches start from is the
 # grid's most conservative corner.
@@ -85,8 +87,8 @@ BASELINE = {"max_running_requests": 8, "cuda_graph_max_bs": 8, "speculative_num_
 # The operator's SLO, real-GPU milliseconds (the tools see wall time: x time_scale).
 SLO_REAL = {"ttft_ms": {"target": 1000.0, "percentile": 90.0}, "tpot_ms": {"target": 40.0, "percentile": 90.0}}
 TARGET_OPTIMUM_PCT = 97.0
-MAX_RATE_REAL = 1000.0
 TARGET_BUDGET_PCT = 20.0
+MAX_RATE_REAL = 1000.0  # a capacity search that passes this rate has runs too short to load the server
 
 
 @dataclasses.dataclass(frozen=True)
