@@ -5,7 +5,8 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test lint unit unit-py313 integration demo demo-slo sandbox-up sandbox-down bench-client bench-tuning-scale
+.PHONY: setup test lint unit unit-py313 integration demo demo-slo sandbox-up sandbox-down bench-client bench-tuning-scale \
+        bench-goodput-search
 
 setup:
 	@bash scripts/setup.sh
@@ -39,6 +40,9 @@ sandbox-down: setup
 
 bench-client: setup  ## our benchmark client vs SGLang's bench_serving on the emulator (installs ~6 GB into .cache)
 	@$(PY) benchmarks/client_throughput.py
+
+bench-goodput-search: setup  ## our goodput search vs sglang.auto_benchmark on the emulator, same GPU-minute budget (~15 min)
+	@$(PY) benchmarks/goodput_search.py
 
 bench-tuning-scale: setup  ## MoE tuning wall time on 1, 2, 3 sandbox hosts over one Ray cluster (emulator, root, ~2 min)
 	@$(PY) -m benchmarks.tuning_scale
