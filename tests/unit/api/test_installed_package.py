@@ -1,79 +1,26 @@
 """`pip install llmops-sglang` (a wheel, not the editable checkout) drives a collection that `ansible-galaxy collection
-install` put on the collections path, from a directory outside the checkout.
-
-The wheel goes into a throwaway venv whose only other packages are the project venv's (a .pth line, so the project
-venv's own .pth files, the editable install's path to src/ among them, are not read). ansible-playbook comes from
-the project venv's bin, standing for the one pip installs next to the package.
+install` put on the collections path, from a directory outside the checkout (tests/installed_package.py); the same
+against a sandbox host: tests/integration/test_installed_package.py.
 """
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
-import sysconfig
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.installed_package import Installed, install
 from tests.unit.api.scripted_cli import DEMO_RUN
 
-CHECKOUT = Path(__file__).resolve().parents[3]
-PROJECT_BIN = Path(sys.executable).parent
 RUN_ID = "20261130T200107Z"  # the recorded demo run's id (its run.json)
-
-
-@dataclass(frozen=True)
-class Installed:
-    venv: Path
-    collections: Path      # the -p of ansible-galaxy collection install
-    work: Path             # where the user runs the CLI: outside the checkout
-    env: dict[str, str]    # ANSIBLE_COLLECTIONS_PATH -> collections, no ANSIBLE_CONFIG, no PYTHONPATH
-
-    def cli(self, *argv: str, collections: bool = True) -> subprocess.CompletedProcess:
-        env = dict(self.env)
-        if not collections:
-            env.pop("ANSIBLE_COLLECTIONS_PATH")
-        return subprocess.run([str(self.venv / "bin" / "llmops-sglang"), *argv], cwd=self.work, env=env,
-                              capture_output=True, text=True, timeout=120, check=False)
-
-
-def run(*argv: str | Path, cwd: Path) -> None:
-    subprocess.run([str(a) for a in argv], cwd=cwd, check=True, capture_output=True, text=True, timeout=180,
-                   env={k: v for k, v in os.environ.items() if k not in ("ANSIBLE_CONFIG", "PYTHONPATH")})
 
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory) -> Installed:
-    tmp = tmp_path_factory.mktemp("installed")
-    # The wheel, built from a copy of the package's sources: setuptools writes build/ and *.egg-info beside them.
-    source = tmp / "source"
-    source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
-        shutil.copy(CHECKOUT / name, source)
-    shutil.copytree(CHECKOUT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
-    run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp / "dist", source, cwd=tmp)
-    wheel, = (tmp / "dist").glob("llmops_sglang-*.whl")
-    venv = tmp / "venv"
-    run(sys.executable, "-m", "venv", "--without-pip", venv, cwd=tmp)
-    site_packages = Path(sysconfig.get_path("purelib", vars={"base": str(venv)}))
-    (site_packages / "project-venv.pth").write_text(sysconfig.get_path("purelib") + "\n")
-    run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index", "-q",
-        wheel, cwd=tmp)
-    # The collection as a user gets it: the built artifact, installed by ansible-galaxy (its dependencies, awx.awx
-    # for awx_configure.yml, are not what this test is about).
-    run(PROJECT_BIN / "ansible-galaxy", "collection", "build", "--output-path", tmp, CHECKOUT, cwd=tmp)
-    tarball, = tmp.glob("llmops-sglang-*.tar.gz")
-    collections = tmp / "collections"
-    run(PROJECT_BIN / "ansible-galaxy", "collection", "install", "--no-deps", "-p", collections, tarball, cwd=tmp)
-    work = tmp / "work"
-    work.mkdir()
-    env = {k: v for k, v in os.environ.items() if k not in ("ANSIBLE_CONFIG", "PYTHONPATH")}
-    env.update(ANSIBLE_COLLECTIONS_PATH=str(collections), ANSIBLE_HOME=str(tmp / "ansible-home"),
-               PATH=os.pathsep.join([str(venv / "bin"), str(PROJECT_BIN), os.environ.get("PATH", os.defpath)]))
-    return Installed(venv=venv, collections=collections, work=work, env=env)
+    return install(tmp_path_factory.mktemp("installed"))
 
 
 def test_the_package_is_the_wheel_not_the_checkout(installed):
