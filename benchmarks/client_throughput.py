@@ -603,7 +603,7 @@ def table(levels: dict) -> str:
                          f"{s['cpu_s_per_1k_tok']:.4f} | {s['client_cpu_pct']:.0f}% / {s['client_demand_pct']:.0f}% | "
                          f"{_percent(s['server_demand_pct'])} | {running} | "
                          f"{s['accuracy_pct']:+.2f}%, {s['worst_accuracy_pct']:+.2f}% |")
-        ours, theirs = engines["ours"], engines["theirs"]
+        theirs = engines["theirs"]
         for name in ("ours", "floor"):
             mine = engines[name]
             lines.append(f"| {concurrency} | **{name}/theirs** | {mine['agg_tok_s'] / theirs['agg_tok_s']:.2f} | | "
