@@ -295,12 +295,12 @@ def start_emulator(profile: Path, max_concurrency: int) -> Emulator:
     return emulator
 
 
-def stop(process: subprocess.Popen) -> None:
-    """SIGTERM the process we started (by its pid), SIGKILL if it does not exit within 10 s."""
+def stop(process: subprocess.Popen, timeout_s: float = 10.0) -> None:
+    """SIGTERM the process we started (by its pid), SIGKILL if it does not exit within ``timeout_s``."""
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(10)
+            process.wait(timeout_s)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()

@@ -64,7 +64,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.workload import (  #
 )
 from ansible_collections.llmops.sglang.plugins.plugin_utils import rate_search  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import Inputs, Stage  # noqa: E402
-from benchmarks.client_throughput import VENV, ensure_bench_serving_venv, write_tokenizer  # noqa: E402
+from benchmarks.client_throughput import VENV, ensure_bench_serving_venv, stop, write_tokenizer  # noqa: E402
 from sglang._emulator import scheduler as emulator_scheduler  # noqa: E402
 from sglang._emulator.capacity import plan_memory  # noqa: E402
 from sglang._emulator.model_shape import load_model_shape  # noqa: E402
@@ -340,14 +340,7 @@ class Server:
         return None
 
     def stop(self) -> None:
-        """SIGTERM the server we started (by its pid), SIGKILL if it does not exit within 10 s."""
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop(self.process)
 
 
 # --- 2. our search -----------------------------------------------------------------------------------------------
@@ -523,13 +516,7 @@ def watch(process: subprocess.Popen, live: Path, budget: float, cost: t.Callable
 
 
 def stop_auto_benchmark(process: subprocess.Popen, port: int) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(60)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+    stop(process, timeout_s=60)  # its SIGTERM handler saves the results and stops its server first
     # its servers run in their own sessions; one left on our port (only ours: the port is ours) is stopped by pid
     found = subprocess.run(["pgrep", "-f", f"sglang.launch_server.*--port {port}"], capture_output=True, text=True)
     for pid in found.stdout.split():
