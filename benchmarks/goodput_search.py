@@ -35,7 +35,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import statistics
 import subprocess
 import sys
@@ -59,12 +58,18 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import to_cli_args  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.workload import (  # noqa: E402
     Arrival,
-    percentile,
     send_offsets,
+    slo_report,
 )
 from ansible_collections.llmops.sglang.plugins.plugin_utils import rate_search  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import Inputs, Stage  # noqa: E402
-from benchmarks.client_throughput import VENV, ensure_bench_serving_venv, stop, write_tokenizer  # noqa: E402
+from benchmarks.client_throughput import (  # noqa: E402
+    VENV,
+    ensure_bench_serving_venv,
+    free_port,
+    stop,
+    write_tokenizer,
+)
 from sglang._emulator import scheduler as emulator_scheduler  # noqa: E402
 from sglang._emulator.capacity import plan_memory  # noqa: E402
 from sglang._emulator.model_shape import load_model_shape  # noqa: E402
@@ -227,8 +232,8 @@ def _drive(scheduler: t.Any, clock: VirtualClock, requests: list) -> None:
 
 
 def slo_holds(latencies: list[dict], slo: dict) -> bool:
-    return all(percentile([entry[metric] for entry in latencies], spec["percentile"]) <= spec["target"]
-               for metric, spec in slo.items())
+    """The bench module's verdict on a run (workload.slo_report); the simulated runs time no token gaps (no ITL SLO)."""
+    return slo_report(latencies, 1.0, slo, [])["slo_holds"]
 
 
 def true_capacity(model: ServerModel, setup: Setup) -> float:
@@ -294,12 +299,6 @@ def truth_of(truth: list[dict], params: dict | None) -> float:
 
 
 # --- emulated servers --------------------------------------------------------------------------------------------
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
 
 def emulator_env() -> dict[str, str]:
     """The environment of an emulated server: the emulator's packages first, this benchmark's profile."""
