@@ -11,7 +11,8 @@ PY := $(VENV)/bin/python
 setup:
 	@bash scripts/setup.sh
 
-test: setup lint unit-py313
+test: setup  ## the gates (lint, unit tests on 3.13) side by side, then every test on 3.11
+	@bash scripts/gates.sh
 	@bash scripts/pytest.sh tests
 
 unit: setup

@@ -19,6 +19,7 @@ from tests.integration.test_pipeline import FAST
 pytestmark = pytest.mark.sandbox
 HOST = "gpu2"
 AWX = REPO_ROOT / "extensions" / "awx"
+FUSION = "flashinfer-allreduce-fusion"
 
 
 def survey_defaults(survey_file: str) -> dict:
@@ -60,12 +61,21 @@ def ee_collections(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="module")
 def awx_inventory(tmp_path_factory, fleet) -> Path:
-    """The demo inventory for one host; the fast benchmark settings come from host_vars (an inventory source)."""
+    """The demo inventory for one host; the fast benchmark settings come from host_vars (an inventory source).
+
+    Of the demo's flag candidates only the forced FlashInfer fusion is tried: its verdict is decisive (capacity
+    48 -> 26, a regression at C=64), so the decisions that flow through the workflow's artifacts are known. The other
+    candidate's true effect (+0.5%) is a question of measurement noise, which on a shared 2-core machine is not the
+    emulator's alone (two busy loops beside it cost the sandbox's closed-loop sweeps ~3.5%); test_pipeline and test_api
+    check its verdict, this test checks the AWX path."""
     host = next(h for h in fleet.hosts() if h.name == HOST)
     directory = write_demo_inventory(tmp_path_factory.mktemp("awx-inventory"), fleet.connection_vars(),
                                {HOST: {"ansible_host": host.address}})
+    demo = yaml.safe_load((REPO_ROOT / "inventory" / "group_vars" / "sglang_hosts.yml").read_text())
+    candidates = [c for c in demo["sglang_candidate_flag_sets"] if c["name"] == FUSION]
     (directory / "host_vars").mkdir()
-    (directory / "host_vars" / f"{HOST}.yml").write_text(yaml.safe_dump(FAST))
+    host_vars = {**FAST, "sglang_candidate_flag_sets": candidates}
+    (directory / "host_vars" / f"{HOST}.yml").write_text(yaml.safe_dump(host_vars))
     return directory
 
 
@@ -97,5 +107,6 @@ def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, e
     assert not (run_dir / "search").exists()
     remove_tuned_configs(fleet, gpu2, run_dir, FAST["tuning_run_moe"]["work_dir"])
     summary = json.loads((run_dir / "summary.json").read_text())
-    assert [d["action"] for d in summary["hosts"][HOST]["decisions"]] == ["revert", "revert", "adopt"]
+    assert [(d["label"], d["action"]) for d in summary["hosts"][HOST]["decisions"]] == [
+        (f"flags: {FUSION}", "revert"), ("moe_tune", "adopt")]
     assert (run_dir / "report.html").is_file()
