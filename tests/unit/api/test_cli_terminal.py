@@ -31,14 +31,20 @@ def terminal_env() -> dict[str, str]:
     return {**env, "TERM": "xterm-256color"}
 
 
+def default_sigint() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def run_in_terminal(argv: list[str], interrupt_after: str | None = None,
                     env: dict[str, str] | None = None) -> tuple[int, str]:
     """Run ``argv`` with a 160x40 pseudo-terminal as its stdin/stdout/stderr; returns its exit code and output.
     With ``interrupt_after``, press Ctrl-C (SIGINT) once that text has appeared."""
     controller, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 160, 0, 0))
+    # Ctrl-C as a user's terminal delivers it: SIGINT at its default in the program, even when pytest itself runs
+    # as a background job of a non-interactive shell (scripts/gates.sh), where the shell leaves it ignored.
     with subprocess.Popen(argv, stdin=terminal, stdout=terminal, stderr=terminal,
-                          env={**terminal_env(), **(env or {})}) as process:
+                          env={**terminal_env(), **(env or {})}, preexec_fn=default_sigint) as process:
         os.close(terminal)
         output = b""
         while True:
