@@ -38,14 +38,14 @@ SEARCH = {
     "slo": {"ttft_ms": {"target": 300, "percentile": 90}},
     "workload": {"input_len": 1000, "output_len": 32, "requests_per_level": 24, "warmup_requests": 4},
     "rate": {"start_rps": 16, "resolution": 0.3, "repeats": 2, "max_probes": 5},
-    "verify": {"repeats": 3, "requests_per_level": 48},
+    "verify": {"repeats": 3, "requests_per_level": 32},
     "seed": 0,
 }
 EXTRAVARS = {
     "stages": "baseline,search",
     "sglang_baseline_args": BASELINE_ARGS,
     "tuning_run_search": SEARCH,
-    "tuning_run_bench": {"concurrency_levels": [1, 8], "repeats": 2, "input_len": 1000, "output_len": 32,
+    "tuning_run_bench": {"concurrency_levels": [8], "repeats": 2, "input_len": 1000, "output_len": 32,
                          "endpoint": "completions", "request_timeout_s": 60},
     "tuning_run_emulator_time_scale": {"serving": 1.0, "tuning": 0.001, "startup": 0.025},
 }
