@@ -22,6 +22,10 @@ pytestmark = pytest.mark.sandbox
 HOST = "gpu1"
 DEMO_VARS = yaml.safe_load((REPO_ROOT / "inventory" / "group_vars" / "sglang_hosts.yml").read_text())
 FIRST_CANDIDATE = DEMO_VARS["sglang_candidate_flag_sets"][0]
+# The pipeline through the API tries only the decisive candidate (capacity 48 -> 26, a regression at C=64): what the
+# API returns is under test here; the +0.5% candidate's verdict, a question of noise, is test_pipeline's to check.
+FUSION = next(c for c in DEMO_VARS["sglang_candidate_flag_sets"] if c["name"] == "flashinfer-allreduce-fusion")
+TUNED_VARS = {**FAST, "sglang_candidate_flag_sets": [FUSION]}
 REPEATS = FAST["tuning_run_bench"]["repeats"]
 LEVELS = FAST["tuning_run_bench"]["concurrency_levels"]
 # The cancelled run only needs a baseline to exist: one short level.
@@ -43,7 +47,7 @@ def tuned(inventory, tmp_path_factory, fleet, gpu1):
     runs = tmp_path_factory.mktemp("api-runs")
     events: list[ProgressEvent] = []
     # ~5 min alone; far more when the 2 cores are shared
-    result = run("tune", inventory, FAST, run_id="api-test", runs_dir=runs, on_event=events.append, timeout=900)
+    result = run("tune", inventory, TUNED_VARS, run_id="api-test", runs_dir=runs, on_event=events.append, timeout=900)
     yield result, events
     remove_tuned_configs(fleet, gpu1, runs / "api-test", FAST["tuning_run_moe"]["work_dir"])
 
@@ -57,9 +61,7 @@ def test_run_returns_the_typed_outcome_of_the_pipeline(tuned):
     host = result.summary.hosts[HOST]
     assert host.stages_done() == ["preflight", "baseline", "flags", "moe_tune", "verify"]
     decisions = {d.label: d for d in host.decisions}
-    assert [d.label for d in host.decisions] == [
-        "flags: fused-moe-sum-all-reduce", "flags: flashinfer-allreduce-fusion", "moe_tune"]
-    assert not decisions["flags: fused-moe-sum-all-reduce"].adopted
+    assert [d.label for d in host.decisions] == ["flags: flashinfer-allreduce-fusion", "moe_tune"]
     fusion = decisions["flags: flashinfer-allreduce-fusion"]
     assert fusion.action == "revert"
     assert any(r.startswith("capacity dropped 46% (max_running_requests 48 -> 26)") for r in fusion.reasons)
@@ -85,8 +87,7 @@ def test_set_stats_artifacts_report_every_stage(tuned):
 def test_every_measurement_has_a_typed_sweep(tuned):
     result, _ = tuned
     sweeps = load_sweeps(result.run_dir, HOST)
-    assert list(sweeps) == ["baseline", "flags: fused-moe-sum-all-reduce", "flags: flashinfer-allreduce-fusion",
-                            "moe_tune", "verify"]
+    assert list(sweeps) == ["baseline", "flags: flashinfer-allreduce-fusion", "moe_tune", "verify"]
     for label, sweep in sweeps.items():
         levels = [level.concurrency for level in sweep.levels]
         assert levels + list(sweep.not_measured) == LEVELS and sweep.error is None
@@ -109,7 +110,7 @@ def test_progress_events_follow_stages_tasks_and_progress(tuned):
     assert tuner_lines and all(e.host == HOST and e.stage.startswith("MoE tuning") for e in tuner_lines)
     assert any("4/4 batch sizes" in e.message for e in tuner_lines), [e.message for e in tuner_lines]
     level_lines = [e for e in events if e.kind == "progress" and e.message.startswith("C=64: ")]
-    assert len(level_lines) == 5 and all(e.host == HOST for e in level_lines)  # baseline, 2 trials, MoE, verify
+    assert len(level_lines) == 4 and all(e.host == HOST for e in level_lines)  # baseline, the trial, MoE, verify
     assert events[-1].kind == "finished"
 
 
