@@ -10,8 +10,9 @@ description:
   - Up kernel - each tuner invocation of the batch sizes still to tune (the plan's C(chunks)) hands one batch size to
     each of O(workers) GPUs, so it takes ceil(batch sizes / workers) rounds of (configs in the search space x
     O(seconds_per_config)).
-  - Down kernel (O(down)) - C(tune_down_moe.py) screens every batch size in one process, over the search space with
-    C(BLOCK_SIZE_M) pinned (384 configs for the full space).
+  - Down kernel (O(down)) - C(tune_down_moe.py) uses one GPU, so M(llmops.sglang.moe_tune) runs one process per GPU
+    of a chunk (min(chunk size, GPUs) at once); each screens its batch sizes over the search space with
+    C(BLOCK_SIZE_M) pinned (384 configs for the full space), ceil(batch sizes / processes) rounds in all.
   - Plus one measurement of the tuned configs (restart and sweep), estimated by O(reference_cost), the C(cost.json)
     of a configuration measured earlier in this run.
   - The deployment's GPUs (from O(facts), else O(requested_args), else C(CUDA_VISIBLE_DEVICES) of O(environment))
@@ -60,8 +61,8 @@ EXAMPLES = r"""
 RETURN = r"""
 _value:
   description: C(gpus), C(workers), C(batch_sizes), C(resumed), C(rounds), C(search_space), C(down_candidates),
-    C(seconds_per_config), C(parts_s) (C(tuning_up), C(tuning_down), C(measurement)), C(real_s), C(gpu_minutes),
-    C(tuning_gpu_minutes) and C(summary) (one line).
+    C(down_processes) (down screeners at once), C(down_rounds), C(seconds_per_config), C(parts_s) (C(tuning_up),
+    C(tuning_down), C(measurement)), C(real_s), C(gpu_minutes), C(tuning_gpu_minutes) and C(summary) (one line).
   type: dict
   sample: {gpus: 4, workers: 4, rounds: 5, real_s: 18212.3, gpu_minutes: 1214.2}
 """

@@ -28,9 +28,10 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import (
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuner_output import (
     parse_tuner_benchmark_output, parse_tuner_tune_output)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
-    DOWN_TUNER, MAIN_TUNER, TuneError, chunks, final_output, fingerprint, log_tail, merge_into_checkpoint,
-    ray_cluster_gpus, ray_workers, read_checkpoint, read_tuner_cli, run_tuner, sha256_of, size_runs, step_request,
-    tuner_command, tuner_device_name, tuner_environment, visible_gpu_count)
+    DOWN_TUNER, MAIN_TUNER, TuneError, TunerInvocation, chunks, final_output, fingerprint, log_tail,
+    merge_into_checkpoint, ray_cluster_gpus, ray_workers, read_checkpoint, read_tuner_cli, run_tuner, run_tuners,
+    sha256_of, size_runs, step_request, tuner_command, tuner_device_name, tuner_environment, visible_devices,
+    visible_gpu_count)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_validation import validate_config
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import Work
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
@@ -195,54 +196,109 @@ def _invocation_dir(work_dir: str, prefix: str) -> str:
     return tempfile.mkdtemp(prefix=prefix, dir=parent)
 
 
-def _chunk_step(module, request: dict, work: Work) -> dict:
-    params, plan, chunk = module.params, request["plan"], request["chunk"]
-    run_dir = _invocation_dir(params["work_dir"], f"{plan['kernel']}-M{chunk[0]}-")
+def _tuner_devices(module) -> list[str]:
+    """The GPUs a tuner may use: the task environment's CUDA_VISIBLE_DEVICES entries, else every GPU of the host."""
+    return visible_devices(module.params["environment"]) or [str(gpu["index"]) for gpu in _host_gpus(module)]
+
+
+def _chunk_shares(module, kernel: str, chunk: list[int]) -> list[tuple[list[int], str | None]]:
+    """(batch sizes, device) of each tuner process of a chunk.
+
+    The up tuner spreads its batch sizes over the GPUs itself (Ray, one worker per GPU): one process on the task's
+    devices (None: no CUDA_VISIBLE_DEVICES of its own). The down screener uses one GPU and tunes its batch sizes one
+    after another (sgl-project/sglang benchmark/kernels/fused_moe_triton/tune_down_moe.py at commit
+    4d078986693f893dd66e087b8529f4c7f56511d0: ``torch.set_default_device("cuda")``, a loop over --batch-sizes), so
+    the chunk is dealt round-robin to one process per device, each seeing only its own device.
+    """
+    if kernel == "up":
+        return [(chunk, None)]
+    devices = _tuner_devices(module)[:len(chunk)]
+    return [(chunk[index::len(devices)], device) for index, device in enumerate(devices)]
+
+
+def _chunk_invocation(params: dict, plan: dict, sizes: list[int], device: str | None,
+                      env: dict[str, str]) -> TunerInvocation:
+    run_dir = _invocation_dir(params["work_dir"], f"{plan['kernel']}-M{sizes[0]}-")
     argv = tuner_command(params["python"], plan["tuner_dir"], kernel=plan["kernel"], mode="tune",
                          model_path=params["model_path"], tp_size=params["tp_size"], ep_size=params["ep_size"],
-                         tuner_args=params["tuner_args"], batch_sizes=chunk, cli=plan["tuner_cli"],
+                         tuner_args=params["tuner_args"], batch_sizes=sizes, cli=plan["tuner_cli"],
                          search_space_file=plan["search_space_file"], gate_up_config=params["gate_up_config"],
                          out_dir=run_dir)
+    return TunerInvocation(argv, run_dir, env if device is None else {**env, "CUDA_VISIBLE_DEVICES": device})
+
+
+def _chunk_step(module, request: dict, work: Work) -> dict:
+    params, plan, chunk = module.params, request["plan"], request["chunk"]
     env, drivers = tuner_environment(dict(os.environ), params["environment"]), []
-    run = run_tuner(argv, run_dir, env, request["timeout"],
-                    on_start=lambda pid: (drivers.append(pid), work.add_process_group(pid)))
-    output = os.path.join(run_dir, plan["file_name"])
-    if run.timed_out or run.rc != 0 or not os.path.exists(output):
-        raise _chunk_failure(plan, chunk, run, run_dir)
-    chunk_configs = _read_json_file(output, "the tuner's output")[1]
-    configs = merge_into_checkpoint(plan["checkpoint"], plan["fingerprint"], plan["inputs"], chunk_configs,
-                                    plan["kernel"], chunk)
-    shutil.rmtree(run_dir)
-    # The main tuner runs on Ray; on a cluster (RAY_ADDRESS) Ray keeps the run's job and workers after it ended.
-    # A local ray.init() ends with the tuner, so there is nothing to ask then (and everything ran on this host).
-    placement = None
-    if plan["kernel"] == "up" and env.get("RAY_ADDRESS"):
-        try:
-            placement = ray_workers(params["python"], env, drivers[0], chunk)
-        except ValueError as exc:  # the tuning is done and checkpointed; only the evidence of where is missing
-            placement = {"batch_sizes": chunk, "error": str(exc)}
-    return {"changed": True, "done": len([size for size in plan["batch_sizes"] if str(size) in configs]),
-            "tuner_seconds": parse_tuner_tune_output(run.stdout)["seconds"] if plan["kernel"] == "up" else None,
-            "seconds": round(run.seconds, 1), "placement": placement}
-
-
-def _chunk_failure(plan: dict, chunk: list, run, run_dir: str) -> TuneError:
+    shares = _chunk_shares(module, plan["kernel"], chunk)
+    invocations = [_chunk_invocation(params, plan, sizes, device, env) for sizes, device in shares]
+    runs = run_tuners(invocations, request["timeout"],
+                      on_start=lambda pid: (drivers.append(pid), work.add_process_group(pid)))
+    # Every process that succeeded is checkpointed, also when another failed: a rerun tunes only the failed ones.
+    failures = [_checkpoint_run(plan, sizes, device, invocation.cwd, run)
+                for (sizes, device), invocation, run in zip(shares, invocations, runs)]
+    failures = [failure for failure in failures if failure is not None]
+    if failures:
+        raise _chunk_failure(plan, failures)
     configs = read_checkpoint(plan["checkpoint"], plan["fingerprint"])[0]
-    done = [size for size in plan["batch_sizes"] if str(size) in configs]
+    return {"changed": True, "done": len([size for size in plan["batch_sizes"] if str(size) in configs]),
+            "tuner_seconds": parse_tuner_tune_output(runs[0].stdout)["seconds"] if plan["kernel"] == "up" else None,
+            "seconds": round(max(run.seconds for run in runs), 1),
+            "placement": _chunk_placement(params["python"], env, plan["kernel"], chunk, shares, drivers)}
+
+
+def _checkpoint_run(plan: dict, sizes: list[int], device: str | None, run_dir: str, run) -> dict | None:
+    """Merge one tuner process's output into the checkpoint and remove its run dir; what went wrong instead."""
+    output = os.path.join(run_dir, plan["file_name"])
     if run.timed_out:
         what = f"reached the task timeout after {run.seconds:.0f}s in this invocation and was ended"
     elif run.rc != 0:
         what = f"exited with rc={run.rc}"
-    else:
+    elif not os.path.exists(output):
         written = sorted(name for name in os.listdir(run_dir) if name.endswith(".json"))
         what = f"finished without writing {plan['file_name']} (it wrote {written or 'nothing'})"
-    tail = log_tail(run)
+    else:
+        try:
+            merge_into_checkpoint(plan["checkpoint"], plan["fingerprint"], plan["inputs"],
+                                  _read_json_file(output, "the tuner's output")[1], plan["kernel"], sizes)
+        except ValueError as exc:
+            what = str(exc)
+        else:
+            shutil.rmtree(run_dir)
+            return None
+    return {"batch_sizes": sizes, "device": device, "what": what, "log_dir": run_dir, "log_tail": log_tail(run)}
+
+
+def _chunk_placement(python: str, env: dict, kernel: str, chunk: list[int], shares: list, drivers: list[int]):
+    """Where the chunk ran: the down screener's device per batch size; the up tuner's Ray workers on a cluster."""
+    if kernel == "down":
+        return {"batch_sizes": chunk, "gpus_used": len(shares),
+                "devices": {str(size): device for sizes, device in shares for size in sizes}}
+    # The main tuner runs on Ray; on a cluster (RAY_ADDRESS) Ray keeps the run's job and workers after it ended.
+    # A local ray.init() ends with the tuner, so there is nothing to ask then (and everything ran on this host).
+    if not env.get("RAY_ADDRESS"):
+        return None
+    try:
+        return ray_workers(python, env, drivers[0], chunk)
+    except ValueError as exc:  # the tuning is done and checkpointed; only the evidence of where is missing
+        return {"batch_sizes": chunk, "error": str(exc)}
+
+
+def _chunk_failure(plan: dict, failures: list[dict]) -> TuneError:
+    configs = read_checkpoint(plan["checkpoint"], plan["fingerprint"])[0]
+    done = [size for size in plan["batch_sizes"] if str(size) in configs]
+    what = "; ".join(f"{failure['what']} while tuning batch sizes {failure['batch_sizes']}"
+                     + ("" if failure["device"] is None else f" on device {failure['device']}")
+                     for failure in failures)
+    tail = failures[0]["log_tail"] if len(failures) == 1 else "\n".join(
+        f"--- batch sizes {failure['batch_sizes']} on device {failure['device']} ({failure['log_dir']}):\n"
+        f"{failure['log_tail']}" for failure in failures)
     kept = f"kept in {plan['checkpoint']}; a rerun resumes from there" if done else "nothing checkpointed"
     return TuneError(
-        f"the {plan['kernel']} tuner {what} while tuning batch sizes {chunk}; batch sizes done: {done} "
-        f"({len(done)}/{len(plan['batch_sizes'])}, {kept}); nothing was written to {plan['output_file']}. "
-        f"Log tail:\n{tail}",
-        batch_sizes_done=done, log_tail=tail, log_dir=run_dir,
+        f"the {plan['kernel']} tuner {what}; batch sizes done: {done} ({len(done)}/{len(plan['batch_sizes'])}, "
+        f"{kept}); nothing was written to {plan['output_file']}. Log tail:\n{tail}",
+        batch_sizes_done=done, log_tail=tail, log_dir=failures[0]["log_dir"],
+        failed_runs=[{key: failure[key] for key in ("batch_sizes", "device", "log_dir")} for failure in failures],
     )
 
 

@@ -185,30 +185,44 @@ def moe_estimate(plan: dict, *, gpus: int, workers: int, down_candidates: int | 
 
     Up: the tuner hands one batch size still to tune (the plan's chunks) to each of ``workers`` GPUs at a time, so it
     takes ceil(batch sizes / workers) rounds of (configs in the search space x ``seconds_per_config``); a tuner that
-    takes one ``--batch-size`` per run keeps one GPU busy, a round per batch size. Down
-    (``down_candidates`` configs per batch size, None = no down tuning) screens every batch size in one process.
-    ``measurement_s``: the restart and sweep of the tuned configs, estimated by a configuration measured earlier in
-    this run. The deployment's ``gpus`` are held for all of it.
+    takes one ``--batch-size`` per run keeps one GPU busy, a round per batch size. Down (``down_candidates`` configs
+    per batch size, None = no down tuning): ``tune_down_moe.py`` uses one GPU, so moe_tune runs one process per GPU
+    of a chunk (min(chunk size, ``gpus``) at once, :func:`_down_processes`), ceil(batch sizes / processes) rounds of
+    (``down_candidates`` x ``seconds_per_config``). ``measurement_s``: the restart and sweep of the tuned configs,
+    estimated by a configuration measured earlier in this run. The deployment's ``gpus`` are held for all of it.
     """
     configs = plan["search_space"]["kept"]
     todo = sum(len(chunk) for chunk in plan.get("chunks") or [])
     one_per_run = (plan.get("tuner_cli") or {}).get("batch_sizes_per_run") == "one"
     rounds = todo if one_per_run else math.ceil(todo / max(workers, 1))
     up_s = rounds * configs * seconds_per_config
-    down_s = len(plan["batch_sizes"]) * down_candidates * seconds_per_config if down_candidates else 0.0
+    processes = _down_processes(plan, gpus)
+    down_rounds = math.ceil(len(plan["batch_sizes"]) / processes) if down_candidates else 0
+    down_s = down_rounds * (down_candidates or 0) * seconds_per_config
     parts = {"tuning_up": up_s, "tuning_down": down_s, "measurement": measurement_s or 0.0}
     seconds = sum(parts.values())
     estimate = {"gpus": gpus, "workers": workers, "batch_sizes": len(plan["batch_sizes"]),
                 "resumed": plan.get("resumed", 0), "rounds": rounds, "search_space": plan["search_space"],
-                "down_candidates": down_candidates, "seconds_per_config": seconds_per_config,
+                "down_candidates": down_candidates, "down_processes": processes, "down_rounds": down_rounds,
+                "seconds_per_config": seconds_per_config,
                 "parts_s": {name: round(value, 1) for name, value in parts.items()}, "real_s": round(seconds, 1),
                 "gpu_minutes": round(gpus * seconds / 60, 1),
                 "tuning_gpu_minutes": round(gpus * (up_s + down_s) / 60, 1)}
     return {**estimate, "summary": _estimate_text(estimate, configs)}
 
 
+def _down_processes(plan: dict, gpus: int) -> int:
+    """``tune_down_moe.py`` processes moe_tune runs at once: one per device of a chunk, min(chunk size, ``gpus``).
+    The down task's chunk size is the up plan's (both default to the host's devices), except where the up tuner
+    takes one ``--batch-size`` per run: its chunks are of one, the down screener's are not."""
+    one_per_run = (plan.get("tuner_cli") or {}).get("batch_sizes_per_run") == "one"
+    chunk_size = (None if one_per_run else plan.get("chunk_size")) or gpus
+    return max(min(chunk_size, gpus or chunk_size), 1)
+
+
 def _estimate_text(estimate: dict, configs: int) -> str:
-    down = (f" + down {estimate['batch_sizes']} batch sizes x {estimate['down_candidates']} configs"
+    down = (f" + down {estimate['down_rounds']} rounds ({estimate['batch_sizes']} batch sizes on "
+            f"{estimate['down_processes']} GPUs) x {estimate['down_candidates']} configs"
             if estimate["down_candidates"] else "")
     measured = " + one measurement" if estimate["parts_s"]["measurement"] else ""
     return (f"estimate: {estimate['gpu_minutes']:.1f} GPU-min on {estimate['gpus']} GPUs: tuning "

@@ -5,7 +5,7 @@ per-target checkpoints, the final output and progress lines (targets, batch size
 have their own files: moe_targets, moe_batch_sizes, moe_search_space).
 
 Private to the llmops.sglang collection. Stdlib only (runs on the managed hosts' python3). Processes
-are started only by :func:`run_tuner`, :func:`ray_cluster_gpus` and :func:`ray_workers`, with ``subprocess``:
+are started only by :func:`run_tuners`, :func:`ray_cluster_gpus` and :func:`ray_workers`, with ``subprocess``:
 the tuner runs for hours in its own process group that the guard may end, and the Ray probes need a time limit,
 neither of which ``AnsibleModule.run_command`` offers. Their environment is :func:`tuner_environment`, which
 forces the locale of every other command (``command_runner.command_environment``). Files are touched only by the
@@ -25,6 +25,7 @@ import signal
 import subprocess
 import time
 from collections.abc import Callable
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,12 +91,18 @@ def chunks(batch_sizes: list[int], size: int) -> list[list[int]]:
     return [batch_sizes[start:start + size] for start in range(0, len(batch_sizes), size)]
 
 
-def visible_gpu_count(environment: dict) -> int | None:
-    """Entries of ``CUDA_VISIBLE_DEVICES`` in the task environment (None when unset)."""
+def visible_devices(environment: dict) -> list[str] | None:
+    """Entries of ``CUDA_VISIBLE_DEVICES`` in the task environment, indices or UUIDs (None when unset)."""
     value = environment.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return None
-    return len([device for device in str(value).split(",") if device.strip()])
+    return [device.strip() for device in str(value).split(",") if device.strip()]
+
+
+def visible_gpu_count(environment: dict) -> int | None:
+    """Entries of ``CUDA_VISIBLE_DEVICES`` in the task environment (None when unset)."""
+    devices = visible_devices(environment)
+    return None if devices is None else len(devices)
 
 
 def ray_cluster_gpus(python: str, env: dict[str, str], timeout_s: float = 120.0) -> int:
@@ -329,44 +336,91 @@ class TunerRun:
     stderr: str
 
 
+@dataclass
+class TunerInvocation:
+    argv: list[str]
+    cwd: str  # gets the invocation's tuner.out and tuner.err
+    env: dict[str, str]
+
+
 def run_tuner(argv: list[str], cwd: str, env: dict[str, str], timeout_s: float,
               on_start: Callable[[int], None] | None = None) -> TunerRun:
-    """Run one tuner invocation in its own process group; output goes to ``cwd``/tuner.{out,err}.
+    """Run one tuner invocation in its own process group (:func:`run_tuners` of one)."""
+    return run_tuners([TunerInvocation(argv, cwd, env)], timeout_s, on_start)[0]
 
-    At the timeout the whole group (driver, Ray's raylet/GCS/workers) gets SIGTERM, then SIGKILL
-    after a grace period; stragglers of a finished run are ended the same way. ``on_start`` gets the
-    group's id (the host's guard ends it when the controller went away).
+
+def run_tuners(invocations: list[TunerInvocation], timeout_s: float,
+               on_start: Callable[[int], None] | None = None) -> list[TunerRun]:
+    """Run tuner invocations at once, each in its own process group; output goes to its ``cwd``/tuner.{out,err}.
+    One deadline for all: ``timeout_s`` from the start.
+
+    At the timeout every group still running (driver, Ray's raylet/GCS/workers) gets SIGTERM, then SIGKILL
+    after a grace period; stragglers of a finished run are ended the same way. ``on_start`` gets each group's id
+    (the host's guard ends it when the controller went away). ``seconds`` of a run is from the common start to its
+    end.
     """
-    paths = (os.path.join(cwd, "tuner.out"), os.path.join(cwd, "tuner.err"))
     started = time.monotonic()
-    with open(paths[0], "wb") as out, open(paths[1], "wb") as err:
-        # A raw Popen, not run_command: the tuner runs for hours in its own process group, which the host's guard
-        # (on_start) and the timeout below end as a whole. ``env`` comes from tuner_environment (the forced locale).
-        process = subprocess.Popen(argv, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                                   start_new_session=True)
-        if on_start is not None:
-            on_start(process.pid)
+    with ExitStack() as files:
+        processes = []
         try:
-            rc, timed_out = process.wait(timeout=max(timeout_s, 0.0)), False
-        except subprocess.TimeoutExpired:
-            rc, timed_out = None, True
+            for invocation in invocations:
+                out = files.enter_context(open(os.path.join(invocation.cwd, "tuner.out"), "wb"))
+                err = files.enter_context(open(os.path.join(invocation.cwd, "tuner.err"), "wb"))
+                # A raw Popen, not run_command: the tuner runs for hours in its own process group, which the host's
+                # guard (on_start) and the timeout end as a whole. ``env`` comes from tuner_environment (the forced
+                # locale).
+                processes.append(subprocess.Popen(invocation.argv, cwd=invocation.cwd, env=invocation.env,
+                                                  stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                                                  start_new_session=True))
+                if on_start is not None:
+                    on_start(processes[-1].pid)
+            ended = _wait_until_ended(processes, started + max(timeout_s, 0.0))
         finally:
-            _end_process_group(process)
-    seconds = time.monotonic() - started
-    with open(paths[0], encoding="utf-8", errors="replace") as out, open(paths[1], encoding="utf-8", errors="replace") as err:
-        return TunerRun(rc, timed_out, seconds, out.read(), err.read())
+            _end_process_groups(processes)
+    finished = time.monotonic()
+    return [_collected_run(invocation.cwd, process.returncode if index in ended else None,
+                           ended.get(index, finished) - started)
+            for index, (invocation, process) in enumerate(zip(invocations, processes))]
 
 
-def _end_process_group(process: subprocess.Popen) -> None:
+def _wait_until_ended(processes: list[subprocess.Popen], deadline: float) -> dict[int, float]:
+    """When each process (by index) ended, polling until all did or the deadline passed; the rest are missing."""
+    ended: dict[int, float] = {}
+    while True:
+        for index, process in enumerate(processes):
+            if index not in ended and process.poll() is not None:
+                ended[index] = time.monotonic()
+        if len(ended) == len(processes) or time.monotonic() >= deadline:
+            return ended
+        time.sleep(0.05)
+
+
+def _collected_run(cwd: str, rc: int | None, seconds: float) -> TunerRun:
+    """The run's result with its output; ``rc`` None means it was ended at the timeout."""
+    with open(os.path.join(cwd, "tuner.out"), encoding="utf-8", errors="replace") as out, \
+            open(os.path.join(cwd, "tuner.err"), encoding="utf-8", errors="replace") as err:
+        return TunerRun(rc, rc is None, seconds, out.read(), err.read())
+
+
+def _end_process_groups(processes: list[subprocess.Popen]) -> None:
+    """SIGTERM to every group, up to the grace period for their leaders to exit, then SIGKILL to what is left."""
+    remaining = list(processes)
     for sig, grace in ((signal.SIGTERM, TERMINATE_GRACE_S), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            break  # nothing of the group is left
+        remaining = [process for process in remaining if _signal_group(process, sig)]
         deadline = time.monotonic() + grace
-        while process.poll() is None and time.monotonic() < deadline:
+        while any(process.poll() is None for process in remaining) and time.monotonic() < deadline:
             time.sleep(0.1)
-    process.wait()
+    for process in processes:
+        process.wait()
+
+
+def _signal_group(process: subprocess.Popen, sig: int) -> bool:
+    """Whether anything of the process's group was left to get ``sig``."""
+    try:
+        os.killpg(process.pid, sig)
+    except ProcessLookupError:
+        return False
+    return True
 
 
 def tuner_environment(base: dict[str, str], environment: dict) -> dict[str, str]:

@@ -14,12 +14,17 @@ description:
     kernel's tuned config.
   - The tuner is driven by what its own C(--help) offers (read once per plan, RV(tuner_cli)). Tuning runs in chunks
     of batch sizes (C(--batch-sizes b1 .. bk), one tuner invocation each, so Ray keeps every GPU of a chunk busy);
-    a tuner of an older SGLang that only has C(--batch-size) runs once per batch size (RV(notes) says so). After
+    a tuner of an older SGLang that only has C(--batch-size) runs once per batch size (RV(notes) says so).
+    C(tune_down_moe.py) uses one GPU and screens its batch sizes one after another, so a V(down) chunk runs as one
+    process per GPU (the entries of C(CUDA_VISIBLE_DEVICES) in O(environment), else the host's GPUs), each with its
+    share of the chunk's batch sizes and C(CUDA_VISIBLE_DEVICES) set to its one device, all at once. After
     each chunk the tuned entries are merged into a checkpoint in O(work_dir); a rerun skips the batch sizes already
     checkpointed for the same inputs (RV(resumed)).
   - A tuner that crashes or runs past O(timeout) (its whole process group is ended) fails the task naming the batch
-    sizes done and the log tail; the checkpoint keeps what was done. The output file is written, atomically, only
-    when every batch size is tuned and the result validates, so partial output is never presented as a result.
+    sizes done and the log tail; the checkpoint keeps what was done, also the work of the down chunk's processes
+    that succeeded when another failed (RV(failed_runs) names the failed ones and their devices). The output file is
+    written, atomically, only when every batch size is tuned and the result validates, so partial output is never
+    presented as a result.
   - Before anything runs the module checks that the source checkout has the installed SGLang's version and that the
     tuner will write O(expected_file_name).
   - V(benchmark) runs the main tuner without C(--tune) and returns the kernel time per batch size with the config
@@ -264,12 +269,16 @@ placements:
       C(cluster_hosts), C(gpus_used) (the run's GPU workers), C(workers_per_host), C(hosts_used) (hosts whose
       workers all had work) and C(workers) (C(ip), C(host), C(node_id), C(actor_id), C(pid)); or C(batch_sizes)
       and C(error) when Ray could not be asked (the run's tuning is kept).
-    - Empty for a local run (its Ray instance ends with the tuner; all of it ran on this host).
+    - For the up kernel empty for a local run (its Ray instance ends with the tuner; all of it ran on this host).
+    - For the down kernel one entry per chunk with C(batch_sizes), C(gpus_used) (its processes, one GPU each) and
+      C(devices), the C(CUDA_VISIBLE_DEVICES) entry each batch size ran on.
   returned: mode=tune
   type: list
   elements: dict
 gpus_used:
-  description: The most GPU workers one tuner run of this task had (RV(placements)); null without C(RAY_ADDRESS).
+  description:
+    - The most GPUs one chunk of this task used (RV(placements)), the up tuner's Ray workers or the down screener's
+      processes; null for the up kernel without C(RAY_ADDRESS).
   returned: mode=tune
   type: int
 hosts_used:
@@ -286,7 +295,9 @@ tuner_seconds:
   returned: mode=tune
   type: float
 process_seconds:
-  description: Wall time of this run's tuner processes (the down screener prints no time of its own).
+  description:
+    - Wall time of this run's tuner processes, per chunk from their start to the end of the last (the down screener
+      prints no time of its own).
   returned: mode=tune
   type: float
 kernel_times:
@@ -300,13 +311,21 @@ batch_sizes_done:
   type: list
   elements: int
 log_tail:
-  description: Last lines of the failed tuner invocation's output.
+  description: Last lines of the failed tuner invocation's output (of each, under a header, when several failed).
   returned: failure of a tuner invocation
   type: str
 log_dir:
-  description: Directory kept with the failed invocation's full C(tuner.out) and C(tuner.err).
+  description: Directory kept with the failed invocation's full C(tuner.out) and C(tuner.err) (the first of RV(failed_runs)).
   returned: failure of a tuner invocation
   type: str
+failed_runs:
+  description:
+    - The chunk's tuner processes that failed, each with C(batch_sizes), C(device) (its C(CUDA_VISIBLE_DEVICES)
+      entry, null for the up tuner) and C(log_dir) (kept); the successful ones were checkpointed and removed.
+  returned: failure of a tuner invocation
+  type: list
+  elements: dict
+  sample: [{batch_sizes: [8, 512], device: "1", log_dir: /var/lib/llmops-sglang/moe-tune/runs/down-M8-x1y2z3}]
 """
 
 from ansible.module_utils.basic import AnsibleModule

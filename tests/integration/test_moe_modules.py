@@ -127,6 +127,10 @@ def test_up_tuning_runs_in_chunks_with_progress(fleet, gpu1, tuned):
     assert down["changed"] is True and down["output_file"] == f"{WORK_DIR}/moe-tune/{DOWN}"
     tuned_down = yaml.safe_load(fleet.run(gpu1, "cat", down["output_file"]).stdout)
     assert {m: c["BLOCK_SIZE_M"] for m, c in tuned_down.items()} == {m: c["BLOCK_SIZE_M"] for m, c in tuned_up.items()}
+    # tune_down_moe.py uses one GPU: the chunk of 4 batch sizes ran as 4 screeners, one on each of the host's 4 GPUs.
+    assert down["placements"] == [{"batch_sizes": BATCH_SIZES, "gpus_used": 4,
+                                   "devices": {"1": "0", "8": "1", "64": "2", "512": "3"}}]
+    assert down["gpus_used"] == 4 > 1
     assert fleet.run(gpu1, "pgrep", "-f", "raylet|gcs_server", check=False).returncode == 1, "Ray outlived the tuner"
 
 

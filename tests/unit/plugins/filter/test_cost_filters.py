@@ -36,8 +36,8 @@ def test_the_estimate_of_the_demo_from_the_tuners_plan():
     estimate = moe_cost_estimate(DEMO_PLAN, down=True, facts={"server_args": {"tp_size": 4}},
                                  reference_cost={"real_s": 480.0})
     assert (estimate["gpus"], estimate["workers"], estimate["rounds"], estimate["down_candidates"]) == (4, 4, 5, 384)
-    assert estimate["parts_s"] == {"tuning_up": 6832.0, "tuning_down": 10752.0, "measurement": 480.0}
-    assert estimate["gpu_minutes"] == round(4 * (6832 + 10752 + 480) / 60, 1)
+    assert estimate["parts_s"] == {"tuning_up": 6832.0, "tuning_down": 2688.0, "measurement": 480.0}  # 4 screeners
+    assert estimate["gpu_minutes"] == round(4 * (6832 + 2688 + 480) / 60, 1)
     cluster = moe_cost_estimate(DEMO_PLAN, workers=8, seconds_per_config=1.0, requested_args={"tp_size": 4})
     assert cluster["rounds"] == 3 and cluster["parts_s"]["tuning_up"] == 3 * 976.0  # 20 batch sizes over 8 GPUs
     with pytest.raises(AnsibleFilterError, match="the up kernel's plan"):

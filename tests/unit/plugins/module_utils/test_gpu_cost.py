@@ -115,16 +115,33 @@ def test_a_skipped_candidate_saved_the_median_measured_configuration():
 
 
 def test_the_moe_estimate_counts_rounds_of_the_search_space_per_gpu():
-    # The demo: 20 batch sizes on 4 GPUs, 976 prefiltered configs, down over 384 configs per batch size, 1.4 s each.
+    # The demo: 20 batch sizes on 4 GPUs, 976 prefiltered configs, down over 384 configs per batch size, 1.4 s each;
+    # the down screener runs one process per GPU: 5 rounds of 4 batch sizes.
     plan = {"batch_sizes": list(range(1, 21)), "chunks": [list(range(i, i + 4)) for i in range(1, 21, 4)],
             "chunk_size": 4, "resumed": 0, "search_space": {"mode": "prefiltered", "kept": 976}}
     estimate = gpu_cost.moe_estimate(plan, gpus=4, workers=4, down_candidates=384, measurement_s=600.0)
-    assert estimate["rounds"] == 5
-    assert estimate["parts_s"] == {"tuning_up": round(5 * 976 * 1.4, 1), "tuning_down": round(20 * 384 * 1.4, 1),
+    assert (estimate["rounds"], estimate["down_processes"], estimate["down_rounds"]) == (5, 4, 5)
+    assert estimate["parts_s"] == {"tuning_up": round(5 * 976 * 1.4, 1), "tuning_down": round(5 * 384 * 1.4, 1),
                                    "measurement": 600.0}
-    assert estimate["tuning_gpu_minutes"] == round(4 * (5 * 976 + 20 * 384) * 1.4 / 60, 1)
-    assert estimate["gpu_minutes"] == round(4 * ((5 * 976 + 20 * 384) * 1.4 + 600) / 60, 1)
+    assert estimate["tuning_gpu_minutes"] == round(4 * (5 * 976 + 5 * 384) * 1.4 / 60, 1)
+    assert estimate["gpu_minutes"] == round(4 * ((5 * 976 + 5 * 384) * 1.4 + 600) / 60, 1)
     assert estimate["summary"].startswith(f"estimate: {estimate['gpu_minutes']:.1f} GPU-min on 4 GPUs")
+    assert "down 5 rounds (20 batch sizes on 4 GPUs) x 384 configs" in estimate["summary"]
+
+
+@pytest.mark.parametrize(("chunk_size", "gpus", "tuner", "processes", "rounds"), [
+    (4, 4, "many", 4, 5),  # one screener per GPU of a chunk
+    (2, 4, "many", 2, 10),  # a chunk of 2 keeps 2 of the 4 GPUs busy
+    (8, 4, "many", 4, 5),  # a cluster's chunk: the head host's 4 GPUs
+    (1, 4, "one", 4, 5),  # the up tuner's chunks of one are not the down screener's
+    (None, 0, "many", 1, 20),  # GPUs unknown: one process
+])
+def test_the_down_estimate_counts_rounds_of_one_screener_per_gpu(chunk_size, gpus, tuner, processes, rounds):
+    plan = {"batch_sizes": list(range(1, 21)), "chunks": [], "chunk_size": chunk_size,
+            "tuner_cli": {"batch_sizes_per_run": tuner}, "search_space": {"mode": "full", "kept": 1920}}
+    estimate = gpu_cost.moe_estimate(plan, gpus=gpus, workers=4, down_candidates=384, seconds_per_config=1.0)
+    assert (estimate["down_processes"], estimate["down_rounds"]) == (processes, rounds)
+    assert estimate["parts_s"]["tuning_down"] == rounds * 384.0
 
 
 def test_the_moe_estimate_skips_what_the_checkpoint_holds_and_a_one_batch_size_tuner_takes_a_round_each():

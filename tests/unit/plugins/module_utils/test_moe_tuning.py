@@ -14,8 +14,8 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     chunks, final_output, fingerprint, log_tail, merge_into_checkpoint, progress_entry, progress_line,
-    ray_cluster_gpus, read_checkpoint, run_tuner, size_runs, tuner_cli, tuner_command, tuner_device_name,
-    tuner_environment, TunerRun, visible_gpu_count)
+    ray_cluster_gpus, read_checkpoint, run_tuner, run_tuners, size_runs, tuner_cli, tuner_command, tuner_device_name,
+    tuner_environment, TunerInvocation, TunerRun, visible_devices, visible_gpu_count)
 
 RTX_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}
@@ -30,6 +30,8 @@ def test_chunks_and_gpu_counts():
         chunks([1], 0)
     assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "0, 1,3"}) == 3
     assert visible_gpu_count({}) is None
+    assert visible_devices({"CUDA_VISIBLE_DEVICES": "2, GPU-5c1e,"}) == ["2", "GPU-5c1e"]
+    assert visible_devices({}) is None
     gpus = [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA H200"}, {"index": 1, "uuid": "GPU-b", "name": "NVIDIA H20"}]
     assert tuner_device_name(gpus, {"CUDA_VISIBLE_DEVICES": "1,0"}) == "NVIDIA H20"
     assert tuner_device_name(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-b"}) == "NVIDIA H20"
@@ -188,6 +190,52 @@ def test_timeout_ends_the_whole_process_group(tmp_path):
         time.sleep(0.05)
     assert not _alive(grandchild)
     assert "Start tuning over 8 configurations" in log_tail(run)
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of a process group; a zombie left to PID 1 to reap is dead."""
+    members = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended while listing
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            members.append(int(stat.parent.name))
+    return members
+
+
+def _invocations(tmp_path: Path, scripts: list[str]) -> list[TunerInvocation]:
+    dirs = [tmp_path / f"run{index}" for index in range(len(scripts))]
+    for run_dir in dirs:
+        run_dir.mkdir()
+    return [TunerInvocation([sys.executable, "-c", script], str(run_dir), dict(os.environ))
+            for script, run_dir in zip(scripts, dirs)]
+
+
+def test_tuners_run_at_once_each_with_its_own_output(tmp_path):
+    sleeper = "import os, time; time.sleep(1.5); print(os.getcwd())"
+    started = time.monotonic()
+    runs = run_tuners(_invocations(tmp_path, [sleeper] * 4), timeout_s=60)
+    assert time.monotonic() - started < 4.5  # one after another they would take 6 s
+    assert [run.stdout.strip() for run in runs] == [str(tmp_path / f"run{index}") for index in range(4)]
+    assert all(run.rc == 0 and not run.timed_out and 1.5 <= run.seconds < 4.5 for run in runs)
+
+
+def test_one_deadline_ends_every_group_still_running_and_keeps_the_finished_runs_result(tmp_path):
+    groups = []
+    started = time.monotonic()
+    runs = run_tuners(_invocations(tmp_path, [HANGING_TUNER, "import sys; sys.exit(4)", HANGING_TUNER]), timeout_s=2,
+                      on_start=groups.append)
+    assert time.monotonic() - started < 20  # the groups get SIGTERM together: one grace period, not one each
+    assert [(run.rc, run.timed_out) for run in runs] == [(None, True), (4, False), (None, True)]
+    assert runs[1].seconds < 2 <= runs[0].seconds and 2 <= runs[2].seconds
+    grandchildren = [int(runs[index].stdout.split()[0]) for index in (0, 2)]
+    deadline = time.monotonic() + 5
+    while any(map(_alive, grandchildren)) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert len(groups) == 3 and not any(map(_alive, grandchildren + groups))
+    assert [_group_members(group) for group in groups] == [[], [], []]
 
 
 def test_finished_run_reports_rc_and_output(tmp_path):

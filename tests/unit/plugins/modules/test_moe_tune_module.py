@@ -72,6 +72,33 @@ with open("{up}", "w") as f:
 print("Tuning took 0.25 seconds")
 """
 
+# Like upstream's tune_down_moe.py: its argparse, one device (whatever CUDA_VISIBLE_DEVICES shows it), the batch sizes
+# one after another (SECONDS_PER_SIZE each; it hangs at HANG_AT, dies at CRASH_AT), then the file in --out-dir. Each
+# invocation logs its pid, batch sizes and device to CALLS when it starts.
+FAKE_DOWN_TUNER = """import argparse, json, os, sys, time
+parser = argparse.ArgumentParser()
+parser.add_argument("--model", required=True)
+parser.add_argument("--tp-size", type=int, required=True)
+parser.add_argument("--ep-size", type=int, default=1)
+parser.add_argument("--dtype", default="fp8_w8a8")
+parser.add_argument("--gate-up-config", required=True)
+parser.add_argument("--batch-sizes", type=int, nargs="*", default=None)
+parser.add_argument("--out-dir", default=".")
+parser.add_argument("--disable-shared-experts-fusion", action="store_true")
+args = parser.parse_args()
+entry = {entry}
+with open(os.environ["CALLS"], "a") as calls:
+    calls.write(json.dumps({{"pid": os.getpid(), "batch_sizes": args.batch_sizes,
+                            "device": os.environ.get("CUDA_VISIBLE_DEVICES")}}) + "\\n")
+for m in args.batch_sizes:
+    if str(m) == os.environ.get("CRASH_AT"):
+        sys.exit("CUDA error: an illegal memory access was encountered")
+    time.sleep(600 if str(m) == os.environ.get("HANG_AT") else float(os.environ.get("SECONDS_PER_SIZE", "0")))
+    print(f"M={{m}}: best down {{entry}} (1.0us)", flush=True)
+with open(os.path.join(args.out_dir, "{down}"), "w") as f:
+    json.dump({{str(m): entry for m in args.batch_sizes}}, f, indent=4)
+"""
+
 
 @pytest.fixture
 def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
@@ -85,7 +112,7 @@ def host(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
     tuner_dir = source / "benchmark" / "kernels" / "fused_moe_triton"
     tuner_dir.mkdir(parents=True)
     (tuner_dir / "tuning_fused_moe_triton.py").write_text(FAKE_TUNER.format(entry=ENTRY, up=UP))
-    (tuner_dir / "tune_down_moe.py").write_text("raise SystemExit('not used here')\n")
+    (tuner_dir / "tune_down_moe.py").write_text(FAKE_DOWN_TUNER.format(entry=ENTRY, down=DOWN))
     (source / "python" / "sglang").mkdir(parents=True)
     (source / "python" / "sglang" / "version.py").write_text('__version__ = "0.5.11"\n')
     model = tmp_path / "model"
@@ -280,3 +307,84 @@ def test_the_action_plugin_drives_the_steps_through_its_request_file(host, tmp_p
         assert [entry["batch_sizes"] for entry in result["progress"]] == ([[1, 8], [64]] if changed else [])
     assert sorted(json.loads(Path(result["output_file"]).read_text())) == ["1", "64", "8"]
     assert list((tmp_path / "remote_tmp").iterdir()) == []  # the request files went with the task's tmp dir
+
+
+# --- the down screener: one process per device ----------------------------------------------------------------------
+
+
+@pytest.fixture
+def down(host: dict, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """The host with the up kernel's config tuned; down runs log to ``calls``."""
+    gate_up = host["tmp"] / "gate_up.json"
+    gate_up.write_text(json.dumps({"1": ENTRY, "64": ENTRY}))
+    monkeypatch.setenv("CALLS", str(host["tmp"] / "down-calls.jsonl"))
+    return {**host, "calls": host["tmp"] / "down-calls.jsonl",
+            "args": {**host["args"], "kernel": "down", "gate_up_config": str(gate_up)}}
+
+
+def down_calls(down: dict) -> list[tuple[list[int], str]]:
+    calls = [json.loads(line) for line in down["calls"].read_text().splitlines()]
+    return sorted((call["batch_sizes"], call["device"]) for call in calls)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+
+
+def test_a_down_chunk_runs_one_screener_per_visible_device_at_once(down, capsys, monkeypatch):
+    monkeypatch.setenv("SECONDS_PER_SIZE", "1.5")
+    args = {"batch_sizes": [1, 8, 64, 512], "environment": {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}}
+    _, planned = run_step(down, capsys, **args)
+    plan = planned["plan"]
+    assert plan["file_name"] == DOWN and plan["chunks"] == [[1, 8, 64, 512]]
+    code, step = run_step(down, capsys, request={"step": "chunk", "plan": plan, "chunk": [1, 8, 64, 512],
+                                                 "timeout": 60}, **args)
+    assert code == 0, step
+    assert down_calls(down) == [([1], "0"), ([8], "1"), ([64], "2"), ([512], "3")]
+    assert step["seconds"] < 4.5  # one after another the four would take 6 s
+    assert step["placement"] == {"batch_sizes": [1, 8, 64, 512], "gpus_used": 4,
+                                 "devices": {"1": "0", "8": "1", "64": "2", "512": "3"}}
+    assert (step["done"], step["tuner_seconds"]) == (4, None)
+    assert list((down["work_dir"] / "runs").iterdir()) == []
+    assert run_step(down, capsys, request={"step": "finish", "plan": plan}, **args)[0] == 0
+    assert json.loads((down["work_dir"] / DOWN).read_text()) == {str(m): ENTRY for m in (1, 8, 64, 512)}
+
+
+def test_without_visible_devices_the_host_gpus_share_the_chunk_round_robin(down, capsys):
+    args = {"batch_sizes": [1, 2, 4, 8, 16], "environment": {}, "chunk_size": 5}
+    _, planned = run_step(down, capsys, **args)
+    code, step = run_step(down, capsys, request={"step": "chunk", "plan": planned["plan"], "chunk": [1, 2, 4, 8, 16],
+                                                 "timeout": 60}, **args)
+    assert code == 0, step
+    assert down_calls(down) == [([1, 4, 16], "0"), ([2, 8], "1")]  # the fake nvidia-smi's GPUs 0 and 1
+    assert step["placement"]["devices"] == {"1": "0", "2": "1", "4": "0", "8": "1", "16": "0"}
+
+
+def test_a_failed_screener_keeps_the_others_work_and_names_its_batch_sizes_and_device(down, capsys, monkeypatch):
+    monkeypatch.setenv("CRASH_AT", "8")
+    monkeypatch.setenv("HANG_AT", "512")
+    args = {"batch_sizes": [1, 8, 64, 512], "environment": {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}}
+    _, planned = run_step(down, capsys, **args)
+    plan = planned["plan"]
+    code, failed = run_step(down, capsys, request={"step": "chunk", "plan": plan, "chunk": [1, 8, 64, 512],
+                                                   "timeout": 3}, **args)
+    assert code == 1
+    assert failed["msg"].startswith(
+        "the down tuner exited with rc=1 while tuning batch sizes [8] on device 1; reached the task timeout after ")
+    assert "and was ended while tuning batch sizes [512] on device 3; batch sizes done: [1, 64] (2/4, kept in" in failed["msg"]
+    assert failed["batch_sizes_done"] == [1, 64]
+    assert [(run["batch_sizes"], run["device"]) for run in failed["failed_runs"]] == [([8], "1"), ([512], "3")]
+    assert "illegal memory access" in failed["log_tail"] and "on device 3" in failed["log_tail"]
+    kept = sorted(str(path) for path in (down["work_dir"] / "runs").iterdir())
+    assert kept == sorted(run["log_dir"] for run in failed["failed_runs"]) and failed["log_dir"] in kept
+    hung = [json.loads(line)["pid"] for line in down["calls"].read_text().splitlines() if "512" in line]
+    assert hung and not _alive(hung[0])
+
+    monkeypatch.delenv("CRASH_AT")
+    monkeypatch.delenv("HANG_AT")
+    _, replanned = run_step(down, capsys, **args)
+    assert replanned["plan"]["resumed"] == 2 and replanned["plan"]["chunks"] == [[8, 512]]
