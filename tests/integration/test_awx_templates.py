@@ -66,8 +66,8 @@ def awx_inventory(tmp_path_factory, fleet) -> Path:
     Of the demo's flag candidates only the forced FlashInfer fusion is tried: its verdict is decisive (capacity
     48 -> 26, a regression at C=64), so the decisions that flow through the workflow's artifacts are known. The other
     candidate's true effect (+0.5%) is a question of measurement noise, which on a shared 2-core machine is not the
-    emulator's alone (two busy loops beside it cost the sandbox's closed-loop sweeps ~3.5%); test_pipeline and test_api
-    check its verdict, this test checks the AWX path."""
+    emulator's alone (two busy loops beside it cost the sandbox's closed-loop sweeps ~3.5%); test_pipeline checks its
+    verdict, this test the AWX path."""
     host = next(h for h in fleet.hosts() if h.name == HOST)
     directory = write_demo_inventory(tmp_path_factory.mktemp("awx-inventory"), fleet.connection_vars(),
                                {HOST: {"ansible_host": host.address}})

@@ -42,11 +42,11 @@ FAST = {
     # The emulator draws each server start's speed once (instance_cv 0.6%: two starts differ by ~0.9% SD), which
     # repeats within one start cannot average out. Against the default 2% effect threshold the fused-moe-sum trial's
     # +0.5% is adopted in ~1 run in 10 (a start that happened to be fast); at 4% that is below 1 in 1,000 while the
-    # tuned kernels' gain (+5 to +7% in these sweeps) and the fusion trial's regression stay outside it. The machine
-    # adds its own between-start shift: two busy loops on a 2-core machine cost the sandbox's closed-loop sweeps ~3.5%
-    # (the emulator runs 10x faster than the GPU, so CPU latency weighs 10x more), so a start measured under load can
-    # still tip the +0.5% trial over 4%. Statistical error rates are benchmarks/verdict_cost.py's to measure; these
-    # tests check what the pipeline does with a decision.
+    # tuned kernels' gain (+10 to +12% at C=64 in these sweeps) and the fusion trial's regression stay outside it.
+    # The machine adds its own between-start shift: two busy loops on a 2-core machine cost the sandbox's closed-loop
+    # sweeps ~3.5% (the emulator runs 10x faster than the GPU, so CPU latency weighs 10x more), so a start measured
+    # under load can still tip the +0.5% trial over 4%. Statistical error rates are benchmarks/verdict_cost.py's to
+    # measure; these tests check what the pipeline does with a decision.
     "tuning_run_compare": {"min_effect_pct": 4.0, "noise_band_pct": 5.0, "alpha": 0.05},
 }
 
