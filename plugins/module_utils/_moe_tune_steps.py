@@ -30,8 +30,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuner_output imp
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     DOWN_TUNER, MAIN_TUNER, TuneError, TunerInvocation, chunks, final_output, fingerprint, log_tail,
     merge_into_checkpoint, ray_cluster_gpus, ray_workers, read_checkpoint, read_tuner_cli, run_tuner, run_tuners,
-    sha256_of, size_runs, step_request, tuner_command, tuner_device_name, tuner_environment, visible_devices,
-    visible_gpu_count)
+    sha256_of, size_runs, step_request, tuner_command, tuner_device_name, tuner_environment, visible_devices)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_validation import validate_config
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import Work
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
@@ -111,11 +110,16 @@ def _search_space(params: dict, shape: dict, cli: dict) -> tuple[dict, bytes | N
     return {"mode": "file", "path": mode, "total": len(configs), "kept": len(configs), "dropped": 0}, None, mode
 
 
-def _default_chunk_size(params: dict, gpus: list[dict]) -> int:
+def _tuner_devices(environment: dict, gpus: list[dict]) -> list[str]:
+    """The GPUs a tuner may use: the task environment's CUDA_VISIBLE_DEVICES entries, else every GPU of the host."""
+    return visible_devices(environment) or [str(gpu["index"]) for gpu in gpus]
+
+
+def _default_chunk_size(params: dict, devices: list[str]) -> int:
     environment = params["environment"]
     if environment.get("RAY_ADDRESS"):
         return ray_cluster_gpus(params["python"], tuner_environment(dict(os.environ), environment))
-    return visible_gpu_count(environment) or len(gpus)
+    return len(devices)
 
 
 def _plan_step(module) -> dict:
@@ -142,7 +146,9 @@ def _plan_step(module) -> dict:
     if cli["batch_sizes_per_run"] == "default":
         raise ValueError(f"{cli['script']} of this SGLang takes no batch sizes (no --batch-sizes, no --batch-size)")
     if params["mode"] == "tune":
-        plan["chunk_size"] = params["chunk_size"] or _default_chunk_size(params, gpus)
+        # Read once here: the chunk steps deal the down screener's batch sizes over these devices.
+        plan["devices"] = _tuner_devices(params["environment"], gpus)
+        plan["chunk_size"] = params["chunk_size"] or _default_chunk_size(params, plan["devices"])
         if cli["batch_sizes_per_run"] == "one":
             plan["chunk_size"] = 1
             plan["notes"].append(f"{cli['script']} of this SGLang takes one --batch-size per run (no --batch-sizes): "
@@ -196,12 +202,7 @@ def _invocation_dir(work_dir: str, prefix: str) -> str:
     return tempfile.mkdtemp(prefix=prefix, dir=parent)
 
 
-def _tuner_devices(module) -> list[str]:
-    """The GPUs a tuner may use: the task environment's CUDA_VISIBLE_DEVICES entries, else every GPU of the host."""
-    return visible_devices(module.params["environment"]) or [str(gpu["index"]) for gpu in _host_gpus(module)]
-
-
-def _chunk_shares(module, kernel: str, chunk: list[int]) -> list[tuple[list[int], str | None]]:
+def _chunk_shares(plan: dict, chunk: list[int]) -> list[tuple[list[int], str | None]]:
     """(batch sizes, device) of each tuner process of a chunk.
 
     The up tuner spreads its batch sizes over the GPUs itself (Ray, one worker per GPU): one process on the task's
@@ -210,9 +211,9 @@ def _chunk_shares(module, kernel: str, chunk: list[int]) -> list[tuple[list[int]
     4d078986693f893dd66e087b8529f4c7f56511d0: ``torch.set_default_device("cuda")``, a loop over --batch-sizes), so
     the chunk is dealt round-robin to one process per device, each seeing only its own device.
     """
-    if kernel == "up":
+    if plan["kernel"] == "up":
         return [(chunk, None)]
-    devices = _tuner_devices(module)[:len(chunk)]
+    devices = plan["devices"][:len(chunk)]
     return [(chunk[index::len(devices)], device) for index, device in enumerate(devices)]
 
 
@@ -230,7 +231,7 @@ def _chunk_invocation(params: dict, plan: dict, sizes: list[int], device: str | 
 def _chunk_step(module, request: dict, work: Work) -> dict:
     params, plan, chunk = module.params, request["plan"], request["chunk"]
     env, drivers = tuner_environment(dict(os.environ), params["environment"]), []
-    shares = _chunk_shares(module, plan["kernel"], chunk)
+    shares = _chunk_shares(plan, chunk)
     invocations = [_chunk_invocation(params, plan, sizes, device, env) for sizes, device in shares]
     runs = run_tuners(invocations, request["timeout"],
                       on_start=lambda pid: (drivers.append(pid), work.add_process_group(pid)))

@@ -196,7 +196,7 @@ def moe_estimate(plan: dict, *, gpus: int, workers: int, down_candidates: int | 
     one_per_run = (plan.get("tuner_cli") or {}).get("batch_sizes_per_run") == "one"
     rounds = todo if one_per_run else math.ceil(todo / max(workers, 1))
     up_s = rounds * configs * seconds_per_config
-    processes = _down_processes(plan, gpus)
+    processes = _down_processes(plan, gpus, one_per_run)
     down_rounds = math.ceil(len(plan["batch_sizes"]) / processes) if down_candidates else 0
     down_s = down_rounds * (down_candidates or 0) * seconds_per_config
     parts = {"tuning_up": up_s, "tuning_down": down_s, "measurement": measurement_s or 0.0}
@@ -211,11 +211,10 @@ def moe_estimate(plan: dict, *, gpus: int, workers: int, down_candidates: int | 
     return {**estimate, "summary": _estimate_text(estimate, configs)}
 
 
-def _down_processes(plan: dict, gpus: int) -> int:
+def _down_processes(plan: dict, gpus: int, one_per_run: bool) -> int:
     """``tune_down_moe.py`` processes moe_tune runs at once: one per device of a chunk, min(chunk size, ``gpus``).
     The down task's chunk size is the up plan's (both default to the host's devices), except where the up tuner
-    takes one ``--batch-size`` per run: its chunks are of one, the down screener's are not."""
-    one_per_run = (plan.get("tuner_cli") or {}).get("batch_sizes_per_run") == "one"
+    takes one ``--batch-size`` per run (``one_per_run``): its chunks are of one, the down screener's are not."""
     chunk_size = (None if one_per_run else plan.get("chunk_size")) or gpus
     return max(min(chunk_size, gpus or chunk_size), 1)
 

@@ -99,12 +99,6 @@ def visible_devices(environment: dict) -> list[str] | None:
     return [device.strip() for device in str(value).split(",") if device.strip()]
 
 
-def visible_gpu_count(environment: dict) -> int | None:
-    """Entries of ``CUDA_VISIBLE_DEVICES`` in the task environment (None when unset)."""
-    devices = visible_devices(environment)
-    return None if devices is None else len(devices)
-
-
 def ray_cluster_gpus(python: str, env: dict[str, str], timeout_s: float = 120.0) -> int:
     """GPUs of the Ray cluster ``RAY_ADDRESS`` in ``env`` points at, asked through the SGLang python's ray."""
     try:  # subprocess, not run_command: a time limit; env is tuner_environment's (the forced locale)

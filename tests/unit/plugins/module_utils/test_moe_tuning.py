@@ -15,7 +15,7 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     chunks, final_output, fingerprint, log_tail, merge_into_checkpoint, progress_entry, progress_line,
     ray_cluster_gpus, read_checkpoint, run_tuner, run_tuners, size_runs, tuner_cli, tuner_command, tuner_device_name,
-    tuner_environment, TunerInvocation, TunerRun, visible_devices, visible_gpu_count)
+    tuner_environment, TunerInvocation, TunerRun, visible_devices)
 
 RTX_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}
@@ -28,8 +28,7 @@ def test_chunks_and_gpu_counts():
     assert chunks([1, 2, 4, 8, 16], 2) == [[1, 2], [4, 8], [16]]
     with pytest.raises(ValueError, match="chunk_size"):
         chunks([1], 0)
-    assert visible_gpu_count({"CUDA_VISIBLE_DEVICES": "0, 1,3"}) == 3
-    assert visible_gpu_count({}) is None
+    assert visible_devices({"CUDA_VISIBLE_DEVICES": "0, 1,3"}) == ["0", "1", "3"]
     assert visible_devices({"CUDA_VISIBLE_DEVICES": "2, GPU-5c1e,"}) == ["2", "GPU-5c1e"]
     assert visible_devices({}) is None
     gpus = [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA H200"}, {"index": 1, "uuid": "GPU-b", "name": "NVIDIA H20"}]
