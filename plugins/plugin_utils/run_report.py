@@ -20,6 +20,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.drift import verdict
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import PART_LABELS, PARTS
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import DEFAULT, RECORDED
+from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import STATE_FILE, trial_name
 
 try:
@@ -99,15 +100,6 @@ def _stage_status(run_dir: Path, stage: str, host: str) -> dict:
     return record or {"status": "not run"}
 
 
-def _adopted(run_dir: Path, host: str, stages: t.Sequence[str] = STAGES) -> dict | None:
-    """The configuration adopted after the last of ``stages`` that recorded one."""
-    for stage in reversed(stages):
-        adopted = read_json(run_dir / stage / host / "adopted.json")
-        if adopted is not None:
-            return {"stage": stage, **adopted}  # the stage that adopted it, when recorded
-    return None
-
-
 def _key_numbers(measurements: list[dict]) -> dict:
     """Baseline and final throughput by concurrency (JSON keys: strings) and the change at the key level."""
     baseline = next((m for m in measurements if m["stage"] == "baseline" and m["sweep"]), None)
@@ -184,7 +176,7 @@ def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
     return {
         "stages": stages,
         "decisions": decisions,
-        "adopted": _adopted(run_dir, host),
+        "adopted": adoption.latest(run_dir, host, "report"),
         "numbers": _key_numbers(measurements),
         "cost": host_cost(run_dir, host, stages, measurements),
         "drift": _drift(measurements),
@@ -292,11 +284,11 @@ def _verification(stage_dir: Path, decision: dict | None) -> dict | None:
 def _side_effects(run_dir: Path, host: str, candidate_dir: Path) -> dict | None:
     """What the server set by itself for the adopted candidate: its facts against those of the configuration adopted
     before the search (the one it was verified against), as the flags stage diffs its trials."""
-    before = _adopted(run_dir, host, STAGES[:STAGES.index("search")])
+    before = adoption.latest(run_dir, host, "search")
     facts = read_json(candidate_dir / "facts.json")
-    if before is None or facts is None or not before.get("facts"):
+    if before is None or facts is None or not before.get("facts_file"):
         return None
-    reference = read_json(run_dir / before["facts"])
+    reference = read_json(run_dir / before["facts_file"])
     if reference is None:
         return None
     diff = diff_server_facts(reference, facts, before.get("args"), read_json(candidate_dir / "requested_args.json"))

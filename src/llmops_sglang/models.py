@@ -145,14 +145,15 @@ class Adopted:
     args: t.Mapping[str, t.Any]
     environment: t.Mapping[str, str]
     moe_configs: tuple[str, ...]
-    sweep: str | None
-    facts: str | None
+    # Where its evidence lies, relative to the run directory.
+    sweep_file: str | None
+    facts_file: str | None
 
     @classmethod
     def from_dict(cls, adopted: dict) -> Adopted:
         return cls(stage=adopted["stage"], args=adopted.get("args") or {}, environment=adopted.get("environment") or {},
-                   moe_configs=tuple(adopted.get("moe_configs") or ()), sweep=adopted.get("sweep"),
-                   facts=adopted.get("facts"))
+                   moe_configs=tuple(adopted.get("moe_configs") or ()), sweep_file=adopted.get("sweep_file"),
+                   facts_file=adopted.get("facts_file"))
 
 
 @dataclass(frozen=True)

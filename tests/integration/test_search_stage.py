@@ -112,8 +112,8 @@ def test_the_best_is_reverified_and_its_configuration_runs(search, fleet, host):
     assert comparison["verdict"] == "improved" and comparison["significant"] and comparison["runs"] == 3
     adopted = json.loads((search["dir"] / "adopted.json").read_text())
     assert adopted["stage"] == "search" and adopted["args"]["max_running_requests"] == 32
-    assert adopted["sweep"] == f"search/{HOST}/verify/{decision['candidate']}/sweep.json"
-    assert (search["dir"].parents[1] / adopted["sweep"]).is_file()  # a closed-loop sweep the next stages compare with
+    assert adopted["sweep_file"] == f"search/{HOST}/verify/{decision['candidate']}/sweep.json"
+    assert (search["dir"].parents[1] / adopted["sweep_file"]).is_file()  # a closed-loop sweep the next stages compare with
     exec_start = next(line for line in fleet.run(host, "cat", UNIT).stdout.splitlines()
                       if line.startswith("ExecStart="))
     assert "--max-running-requests 32" in exec_start and "--mem-fraction-static 0.81" in exec_start

@@ -62,9 +62,11 @@ def adopt(run: Path, name: str) -> None:
                     summary=f"adopt candidate {name}: significantly higher goodput than the adopted configuration")
     decision["comparisons"][name].update(verdict="improved", significant=True, improved=True)
     write(stage_dir(run) / "verify" / "decision.json", decision)
-    adopted = read(stage_dir(run) / "adopted.json")
+    adopted = {key: value for key, value in read(stage_dir(run) / "adopted.json").items()
+               if key not in ("sweep", "facts")}  # the fixture was recorded with the names before 1.1.0
     adopted.update(stage="search", args=read(stage_dir(run) / "verify" / name / "requested_args.json"),
-                   sweep=f"search/{HOST}/verify/{name}/sweep.json", facts=f"search/{HOST}/verify/{name}/facts.json")
+                   sweep_file=f"search/{HOST}/verify/{name}/sweep.json",
+                   facts_file=f"search/{HOST}/verify/{name}/facts.json")
     write(stage_dir(run) / "adopted.json", adopted)
 
 

@@ -1,0 +1,97 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The adopted configuration of a tuning run: what a stage starts from, how a measurement becomes it, and the one
+adoption policy every stage applies (docs/run-directory.md, "Adopted configuration").
+
+An adopted configuration is the record ``<run>/<stage>/<host>/adopted.json``: the stage that adopted it, the server
+args and environment, the tuned MoE config files it runs with, and where its evidence lies - ``sweep_file`` and
+``facts_file``, paths relative to the run directory, the measurement every later candidate is compared with.
+"""
+from __future__ import annotations
+
+import json
+import typing as t
+from pathlib import Path
+
+from ansible_collections.llmops.sglang.plugins.module_utils.decisions import decide_trial
+from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
+from ansible_collections.llmops.sglang.plugins.module_utils.stages import adopted_from
+from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps
+
+RECORD = "adopted.json"
+# Runs recorded before 1.1.0 named the evidence paths `sweep` and `facts`; a resumed old run reads them still.
+_OLD_KEYS = {"sweep": "sweep_file", "facts": "facts_file"}
+# The decision of a measurement that check mode did not make.
+CHECK_DECISION = {"adopt": False, "action": "check", "reasons": ["check mode - not measured"],
+                  "summary": "check mode: not measured, not decided"}
+
+
+def _read_json(path: Path) -> t.Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
+def normalized(record: dict) -> dict:
+    """``record`` with the evidence paths under their current names."""
+    return {_OLD_KEYS.get(key, key): value for key, value in record.items()}
+
+
+def latest(run_dir: Path, host: str, stage: str) -> dict | None:
+    """The configuration ``stage`` starts from on ``host``: the adopted.json of the most recent stage before it that
+    recorded one (the stage registry's ``adopted_from``), with ``stage`` set to the stage that adopted it."""
+    for earlier in adopted_from(stage):
+        record = _read_json(run_dir / earlier / host / RECORD)
+        if record is not None:
+            return {"stage": earlier, **normalized(record)}
+    return None
+
+
+def adopt(stage: str, run_dir: Path, measurement_dir: Path, *, args: dict, environment: dict,
+          moe_configs: t.Sequence[str] = ()) -> dict:
+    """The record of a measured configuration adopted by ``stage``: its evidence is the measurement's sweep.json and
+    facts.json in ``measurement_dir`` (inside ``run_dir``)."""
+    evidence = Path(measurement_dir).resolve().relative_to(Path(run_dir).resolve())
+    return {"stage": stage, "args": dict(args), "environment": dict(environment), "moe_configs": list(moe_configs),
+            "sweep_file": str(evidence / "sweep.json"), "facts_file": str(evidence / "facts.json")}
+
+
+def evidence(run_dir: Path, adopted: dict) -> tuple[dict, dict]:
+    """The sweep and the facts the adopted configuration was measured with; ValueError naming a missing file."""
+    adopted = normalized(adopted)
+    documents = []
+    for key in ("sweep_file", "facts_file"):
+        path = Path(run_dir) / adopted[key]
+        document = _read_json(path)
+        if document is None:
+            raise ValueError(f"the adopted configuration's {key} {path} is missing; resume the run from the stage "
+                             f"that adopted it ({adopted.get('stage')}) with -e force={adopted.get('stage')}")
+        documents.append(document)
+    return documents[0], documents[1]
+
+
+def still_missing(facts: dict, moe_configs: t.Sequence[str]) -> list[str]:
+    """The installed MoE config files the server still reports missing (it did not load them)."""
+    missing = {Path(path).name for path in facts.get("missing_moe_configs") or ()}
+    return [name for name in moe_configs if name in missing]
+
+
+def verdict(run_dir: Path, measured: dict, adopted: dict, *, compare: dict | None = None,
+            policy: dict | None = None, moe_configs: t.Sequence[str] = ()) -> dict:
+    """Compare a measurement with the adopted configuration's and apply the decision policy: ``comparison``,
+    ``side_effects`` (what the server set differently), ``decision`` and ``failure`` (the measurement's own, or a
+    tuned MoE config the server did not load). ``measured`` is what measure.yml keeps: ``failure``, ``facts``,
+    ``sweep``, ``requested_args``."""
+    failure = measured.get("failure")
+    missing = [] if failure else still_missing(measured.get("facts") or {}, moe_configs)
+    if missing:
+        failure = f"the server still reports missing MoE configs after the install: {', '.join(missing)}"
+    comparison = side_effects = None
+    if not failure:
+        reference_sweep, reference_facts = evidence(run_dir, adopted)
+        comparison = compare_sweeps(reference_sweep, measured["sweep"], **(compare or {}))
+        side_effects = diff_server_facts(reference_facts, measured["facts"], adopted.get("args"),
+                                         measured.get("requested_args"))
+    decision = decide_trial(comparison, side_effects, policy, failure)
+    return {"comparison": comparison, "side_effects": side_effects, "decision": decision, "failure": failure}

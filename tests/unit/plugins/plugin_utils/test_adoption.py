@@ -1,0 +1,103 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The one adoption policy of every stage (plugin_utils/adoption.py): what a stage starts from, the verdict on a
+measurement, the record of what is adopted. The recorded demo run (tests/fixtures/run-demo, made by the 1.0.0
+pipeline, whose adopted.json files use the names before 1.1.0) is the reference: the verdicts recomputed from its
+records equal those it recorded."""
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
+
+RUN = Path(__file__).resolve().parents[3] / "fixtures" / "run-demo"
+HOST = "gpu1"
+FUSION = RUN / "flags" / HOST / "trials" / "flashinfer-allreduce-fusion"
+TUNED = ["E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json",
+         "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"]
+
+
+def read(path: Path):
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def unordered(record: dict) -> dict:
+    """``record`` with its lists as sorted JSON texts: equal when they hold the same entries in any order."""
+    return {key: sorted(json.dumps(entry, sort_keys=True) for entry in value) if isinstance(value, list) else value
+            for key, value in record.items()}
+
+
+def measured(directory: Path, failure: str | None = None) -> dict:
+    """What measure.yml keeps of a measurement recorded in ``directory``."""
+    return {"dir": str(directory), "failure": failure, "facts": read(directory / "facts.json"),
+            "sweep": read(directory / "sweep.json"), "requested_args": read(directory / "requested_args.json"),
+            "environment": read(directory / "environment.json")}
+
+
+def test_a_stage_starts_from_the_latest_earlier_adoption_read_with_the_current_names():
+    assert adoption.latest(RUN, HOST, "baseline") is None
+    flags = adoption.latest(RUN, HOST, "flags")
+    assert flags["stage"] == "baseline"
+    assert flags["sweep_file"] == "baseline/gpu1/sweep.json" and flags["facts_file"] == "baseline/gpu1/facts.json"
+    assert "sweep" not in flags and "facts" not in flags
+    # the flags stage adopted nothing, so it recorded the baseline again; the MoE stage then adopted its configs
+    assert adoption.latest(RUN, HOST, "moe_tune")["stage"] == "baseline"
+    latest = adoption.latest(RUN, HOST, "report")
+    assert latest["stage"] == "moe_tune" and latest["moe_configs"] == TUNED
+    assert adoption.latest(RUN, "gpu9", "report") is None
+
+
+def test_the_verdict_on_a_recorded_trial_is_the_one_the_run_recorded():
+    adopted = adoption.latest(RUN, HOST, "flags")
+    recorded = read(FUSION / "decision.json")
+    outcome = adoption.verdict(RUN, measured(FUSION), adopted, compare=read(FUSION / "comparison.json")["parameters"],
+                               policy=recorded["policy"])
+    assert outcome["failure"] is None
+    assert outcome["decision"] == recorded
+    assert outcome["comparison"]["verdict"] == "regressed"
+    recorded_effects = read(FUSION / "side_effects.json")  # its lines were ordered otherwise in 1.0.0
+    assert sorted(outcome["side_effects"].pop("summary_lines")) == sorted(recorded_effects.pop("summary_lines"))
+    assert unordered(outcome["side_effects"]) == unordered(recorded_effects)
+
+
+def test_tuned_configs_the_server_still_misses_are_reverted_like_a_failed_candidate():
+    moe = RUN / "moe_tune" / HOST
+    adopted = adoption.latest(RUN, HOST, "moe_tune")
+    policy = {"allow_low_confidence": True}  # the demo's 1.0.0 sweeps had fewer runs than today's rule wants
+    assert adoption.verdict(RUN, measured(moe), adopted, policy=policy, moe_configs=TUNED)["decision"]["adopt"]
+    still = measured(moe)
+    still["facts"] = {**still["facts"], "missing_moe_configs": [f"/opt/sglang/configs/{TUNED[1]}"]}
+    outcome = adoption.verdict(RUN, still, adopted, policy=policy, moe_configs=TUNED)
+    assert outcome["comparison"] is None and outcome["side_effects"] is None
+    assert not outcome["decision"]["adopt"]
+    assert outcome["failure"] == f"the server still reports missing MoE configs after the install: {TUNED[1]}"
+    assert outcome["decision"]["summary"] == f"revert: failed: {outcome['failure']}"
+
+
+def test_a_failed_measurement_is_reverted_without_reading_the_reference(tmp_path):
+    outcome = adoption.verdict(tmp_path, {"failure": "did not start: CUDA out of memory"},
+                               {"sweep_file": "nowhere/sweep.json", "facts_file": "nowhere/facts.json"})
+    assert outcome["decision"]["summary"] == "revert: failed: did not start: CUDA out of memory"
+
+
+def test_an_adopted_record_points_at_its_measurement_inside_the_run(tmp_path):
+    run = tmp_path / "runs" / "R"
+    record = adoption.adopt("flags", run, run / "flags" / HOST / "trials" / "fusion", args={"tp_size": 4},
+                            environment={"CUDA_VISIBLE_DEVICES": "0"}, moe_configs=TUNED[:1])
+    assert record == {"stage": "flags", "args": {"tp_size": 4}, "environment": {"CUDA_VISIBLE_DEVICES": "0"},
+                      "moe_configs": TUNED[:1], "sweep_file": "flags/gpu1/trials/fusion/sweep.json",
+                      "facts_file": "flags/gpu1/trials/fusion/facts.json"}
+    with pytest.raises(ValueError):  # evidence outside the run directory
+        adoption.adopt("flags", run, tmp_path / "elsewhere", args={}, environment={})
+
+
+def test_missing_evidence_names_the_file_and_the_stage_to_force(tmp_path):
+    shutil.copytree(RUN / "baseline", tmp_path / "baseline")
+    (tmp_path / "baseline" / HOST / "facts.json").unlink()
+    adopted = adoption.latest(tmp_path, HOST, "flags")
+    with pytest.raises(ValueError, match=r"facts_file .*baseline/gpu1/facts.json is missing; .*-e force=baseline"):
+        adoption.evidence(tmp_path, adopted)
