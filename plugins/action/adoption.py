@@ -45,7 +45,8 @@ class ActionModule(ControllerAction):
 
     def _load(self, args: dict, host: str) -> dict:
         run_dir, stage = Path(args["run_dir"]), args["stage"]
-        adopted = adoption.latest(run_dir, host, stage)
+        # Check mode records nothing, so a stage after a check-mode one starts from what that one adopted in memory.
+        adopted = adoption.latest(run_dir, host, stage) or args["adopted"]
         if adopted is None and get_stage(stage).reads_adopted:
             fix = (f"run the baseline stage first (stages=baseline,{stage}) or resume a run that has it (-e run_id=...)"
                    if get_stage(stage).routine else "name a run whose stages adopted one (-e run_id=...)")

@@ -57,6 +57,8 @@ options:
     description:
       - The configuration adopted so far (RV(adopted) of O(step=load)); required for O(step=decide). With
         O(step=adopt), the tuned MoE configs it runs with carry over.
+      - With O(step=load), what an earlier play of the same run adopted, used when the run directory records none
+        (check mode records nothing).
     type: dict
   compare:
     description: Options of P(llmops.sglang.compare_sweeps#filter) (C(tuning_run_compare)).
