@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 from ansible.errors import AnsibleActionFail
+from ansible.utils.display import Display
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import InputError, as_bool, validate_run_inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import check_search
 
 OPTIONS = ("stages", "force", "bench", "compare", "sequential", "policy", "moe", "flag_sets", "baseline_args",
            "skip_ineffective", "emulator_time_scale", "inventory_hosts")
+
+display = Display()
 
 
 class ActionModule(ControllerAction):
@@ -30,7 +33,15 @@ class ActionModule(ControllerAction):
             "inventory_hosts": {"type": "list", "elements": "str"},
             "search": {"type": "raw"},
             "search_selected": {"type": "raw", "default": False},
+            "llmops_run_id": {"type": "str"},
         })
+        if args["llmops_run_id"] is not None:
+            # A real deprecation (ansible-playbook, AWX and ansible-runner show it as one, and
+            # deprecation_warnings=False silences it), not a warning: the name goes away in 3.0.0.
+            display.deprecated(
+                "llmops_run_id is deprecated: the run id is named run_id (-e run_id=..., and what every stage "
+                "publishes with set_stats for the next AWX workflow node); llmops_run_id still resumes the run",
+                version="3.0.0", collection_name="llmops.sglang")
         inputs = {name: args[name] for name in OPTIONS if args.get(name) is not None}
         errors = validate_run_inputs(inputs)
         try:

@@ -7,8 +7,9 @@ name: flag_compatibility
 short_description: Requested SGLang flags that cannot take effect on this GPU, model and version
 version_added: 1.0.0
 description:
-  - Evaluates the collection's flag rules (C(roles/sglang_preflight/files/flag_rules.yml)) against the
-    requested server args and facts; each finding says why the flag will not take effect and cites its source.
+  - Evaluates the collection's flag rules (role C(llmops.sglang.sglang_preflight), C(files/flag_rules.yml); its entry
+    point C(rules) sets them as the fact C(sglang_preflight_flag_rules)) against the requested server args and facts;
+    each finding says why the flag will not take effect and cites its source.
 author:
   - llmops.sglang contributors (@llmops)
 options:
@@ -31,8 +32,7 @@ EXAMPLES = r"""
 - name: Flags that will not work here
   ansible.builtin.debug:
     msg: >-
-      {{ candidate_args | llmops.sglang.flag_compatibility(
-           (lookup('ansible.builtin.file', 'flag_rules.yml') | from_yaml).rules,
+      {{ candidate_args | llmops.sglang.flag_compatibility(sglang_preflight_flag_rules,
            {'sm': 'sm120', 'topk': 8, 'sglang_version': '0.5.11'}) }}
 """
 

@@ -86,6 +86,12 @@ options:
     description: Whether the search stage is about to run; then O(search) must be set.
     type: raw
     default: false
+  llmops_run_id:
+    description:
+      - The run id given under its old name C(llmops_run_id) (what earlier releases published with C(set_stats) for
+        AWX workflow nodes). Set, it gives a deprecation warning; the run id is C(run_id) (role C(tuning_run)'s
+        C(tuning_run_id)), and C(llmops_run_id) is no longer read from 3.0.0 on.
+    type: str
 """
 
 EXAMPLES = r"""

@@ -63,7 +63,7 @@ options:
     description: The installed SGLang's C(launch_server --help); candidates it refuses are invalid.
     type: str
   rules:
-    description: The flag rules (C(roles/sglang_preflight/files/flag_rules.yml) C(rules)).
+    description: The flag rules (C(sglang_preflight_flag_rules), role C(llmops.sglang.sglang_preflight) entry point C(rules)).
     type: list
     elements: dict
   context:

@@ -101,9 +101,9 @@ def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, e
             assert "llmops_search" not in published
         elif template["stage"] not in ("report", "rollout"):
             assert published[f"llmops_{template['stage']}"][HOST]["status"] == "done"
-            assert published["llmops_run_id"] == artifacts.get("llmops_run_id", published["llmops_run_id"])
+            assert published["run_id"] == artifacts.get("run_id", published["run_id"])
         artifacts.update(published)
-    run_dir = tmp_path / artifacts["llmops_run_id"]
+    run_dir = tmp_path / artifacts["run_id"]
     assert not (run_dir / "search").exists()
     remove_tuned_configs(fleet, gpu2, run_dir, FAST["tuning_run_moe"]["work_dir"])
     summary = json.loads((run_dir / "summary.json").read_text())

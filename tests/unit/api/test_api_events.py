@@ -62,7 +62,7 @@ def test_other_events_are_not_progress():
 
 
 def test_the_run_directory_comes_from_the_set_fact_that_points_hosts_at_it():
-    events = [host_event("runner_on_ok", "Fix the run id", {"ansible_facts": {"tuning_run_current_id": "r1"}}),
+    events = [host_event("runner_on_ok", "Fix the run id", {"ansible_facts": {"tuning_run_id": "r1"}}),
               host_event("runner_on_ok", "Point every host at the run directory",
                          {"ansible_facts": {"tuning_run_dir": "/srv/runs/r1", "tuning_run_selected": ["flags"]}})]
     assert run_dir_of(events) == Path("/srv/runs/r1")

@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+import ansible_runner
 import pytest
 
 from llmops_sglang import api
@@ -102,6 +103,24 @@ def test_playbooks_run_in_the_callers_directory_so_runs_land_in_its_runs(tmp_pat
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
     elsewhere = api.run(PLAYBOOKS / "run_dir.yml", INVENTORY, {"tuning_run_root": "~/llmops"}, run_id="r2")
     assert elsewhere.run_dir == tmp_path / "home" / "llmops" / "r2"  # ~ expanded (the role's input is a path)
+
+
+def test_the_run_ids_old_name_still_names_the_run_with_a_deprecation_warning(tmp_path):
+    """llmops_run_id (what earlier releases published for AWX workflow nodes) resumes the run it names, and the task
+    result carries a real deprecation of the collection (what ansible-playbook and AWX print as one)."""
+    def deprecations(name: str, run_id: str) -> list[dict]:
+        (tmp_path / run_id).mkdir()
+        runner = ansible_runner.run(private_data_dir=str(tmp_path / run_id), playbook=str(PLAYBOOKS / "run_dir.yml"),
+                                    inventory=str(INVENTORY), envvars=api.runner_env(find_collection()), quiet=True,
+                                    extravars={name: run_id, "tuning_run_root": str(tmp_path / "runs")})
+        assert runner.status == "successful" and (tmp_path / "runs" / run_id / "run.json").is_file()
+        results = [(event.get("event_data") or {}).get("res") or {} for event in runner.events]
+        return [deprecation for result in results for deprecation in result.get("deprecations", [])]
+
+    old_name = deprecations("llmops_run_id", "r3")
+    assert [(d["collection_name"], d["version"]) for d in old_name] == [("llmops.sglang", "3.0.0")]
+    assert old_name[0]["msg"].startswith("llmops_run_id is deprecated: the run id is named run_id")
+    assert deprecations("run_id", "r4") == []
 
 
 def test_a_failed_run_names_the_failed_task(tmp_path):

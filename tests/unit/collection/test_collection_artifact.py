@@ -71,7 +71,8 @@ def test_the_tarball_holds_only_collection_content(artifact):
                                                 if c.split("/")[0] not in CONTENT)]
     assert not [name for name in names if "__pycache__" in name or name.endswith(".plugin-cache.yaml")]
     assert {"roles/sglang_server/README.md", "roles/tuning_run/README.md", "roles/ray_cluster/README.md",
-            "CHANGELOG.rst", "changelogs/changelog.yaml", "extensions/awx/job_templates.yml"} <= set(names)
+            "roles/sglang_preflight/README.md", "roles/sglang_preflight/files/flag_rules.yml", "CHANGELOG.rst",
+            "changelogs/changelog.yaml", "extensions/awx/job_templates.yml"} <= set(names)
 
 
 def test_every_playbook_parses_by_fqcn_on_an_inventory_without_our_groups(artifact):
@@ -131,7 +132,7 @@ def test_declared_dependencies_are_used_and_met_by_the_ansible_bundle():
 def test_every_role_galaxy_importer_finds_has_a_readme():
     """galaxy_importer/finder.py: a directory under roles/ with tasks, vars, handlers or meta is a role."""
     roles = [path for path in (REPO / "roles").iterdir() if {"tasks", "vars", "handlers", "meta"} & {p.name for p in path.iterdir()}]
-    assert len(roles) >= 3
+    assert len(roles) >= 4
     assert [role.name for role in roles if not (role / "README.md").is_file()] == []
 
 
