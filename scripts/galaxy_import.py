@@ -3,7 +3,7 @@
 # Apache License 2.0 (see LICENSE)
 """Import check of a built collection tarball as Galaxy and Automation Hub run it (galaxy-importer).
 
-    python scripts/galaxy_import.py dist/llmops-sglang-1.0.0.tar.gz
+    python scripts/galaxy_import.py dist/llmops-sglang-2.0.0.tar.gz
 
 Runs ``python -m galaxy_importer.main`` once per settings file in scripts/galaxy-importer/ (found by the importer
 through GALAXY_IMPORTER_CONFIG, galaxy_importer/config.py). The importer fails only on what stops an import; what a

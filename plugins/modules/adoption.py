@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: adoption
 short_description: The configuration a tuning stage starts from, the verdict on a measurement, what is adopted after it
-version_added: 1.1.0
+version_added: 2.0.0
 description:
   - The one adoption policy of every stage of a tuning run (docs/run-directory.md, "Adopted configuration").
   - O(step=load) finds the configuration adopted so far on the host, the C(adopted.json) of the most recent stage

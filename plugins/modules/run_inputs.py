@@ -92,6 +92,7 @@ options:
         AWX workflow nodes). Set, it gives a deprecation warning; the run id is C(run_id) (role C(tuning_run)'s
         C(tuning_run_id)), and C(llmops_run_id) is no longer read from 3.0.0 on.
     type: str
+    version_added: 2.0.0
 """
 
 EXAMPLES = r"""

@@ -19,7 +19,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.stages import adopte
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps
 
 RECORD = "adopted.json"
-# Runs recorded before 1.1.0 named the evidence paths `sweep` and `facts`; a resumed old run reads them still.
+# Runs recorded before 2.0.0 named the evidence paths `sweep` and `facts`; a resumed old run reads them still.
 _OLD_KEYS = {"sweep": "sweep_file", "facts": "facts_file"}
 # The decision of a measurement that check mode did not make.
 CHECK_DECISION = {"adopt": False, "action": "check", "reasons": ["check mode - not measured"],

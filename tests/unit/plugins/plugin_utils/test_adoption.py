@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE)
 """The one adoption policy of every stage (plugin_utils/adoption.py): what a stage starts from, the verdict on a
 measurement, the record of what is adopted. The recorded demo run (tests/fixtures/run-demo, made by the 1.0.0
-pipeline, whose adopted.json files use the names before 1.1.0) is the reference: the verdicts recomputed from its
+pipeline, whose adopted.json files use the names before 2.0.0) is the reference: the verdicts recomputed from its
 records equal those it recorded."""
 from __future__ import annotations
 

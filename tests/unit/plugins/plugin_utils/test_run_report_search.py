@@ -63,7 +63,7 @@ def adopt(run: Path, name: str) -> None:
     decision["comparisons"][name].update(verdict="improved", significant=True, improved=True)
     write(stage_dir(run) / "verify" / "decision.json", decision)
     adopted = {key: value for key, value in read(stage_dir(run) / "adopted.json").items()
-               if key not in ("sweep", "facts")}  # the fixture was recorded with the names before 1.1.0
+               if key not in ("sweep", "facts")}  # the fixture was recorded with the names before 2.0.0
     adopted.update(stage="search", args=read(stage_dir(run) / "verify" / name / "requested_args.json"),
                    sweep_file=f"search/{HOST}/verify/{name}/sweep.json",
                    facts_file=f"search/{HOST}/verify/{name}/facts.json")
