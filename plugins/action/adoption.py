@@ -10,7 +10,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import get as get_stage
 from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import remove_files, serialize, write_files
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_files
 
 SPEC = {
     "step": {"type": "str", "required": True, "choices": ["load", "decide", "adopt"]},
@@ -64,10 +64,8 @@ class ActionModule(ControllerAction):
         adopt = outcome["decision"]["adopt"]
         if adopt:
             adopted = self._record(args, measured, adopted)
-        records = {f"{name}.json": outcome[name] for name in VERDICT_RECORDS}
-        directory = Path(measured["dir"])
-        written = write_files(directory, {name: serialize(value) for name, value in records.items() if value is not None})
-        removed = remove_files(directory, [name for name, value in records.items() if value is None])
+        written, removed = record_files(Path(measured["dir"]),
+                                        {f"{name}.json": outcome[name] for name in VERDICT_RECORDS})
         table = (outcome["comparison"] or {}).get("table", "")
         return {"changed": bool(written or removed), "adopt": adopt, "adopted": adopted, **outcome,
                 "lines": [outcome["decision"]["summary"], *filter(None, table.split("\n"))]}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import remove_files, serialize, write_files
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_files
 
 
 class ActionModule(ControllerAction):
@@ -19,14 +19,11 @@ class ActionModule(ControllerAction):
         })
         directory = Path(args["dir"])
         try:
-            # null content means "no such record" (e.g. no sweep for a candidate that failed to start): one left by
-            # an earlier attempt of the same measurement is removed, so the directory never mixes two attempts.
-            files = {name: serialize(content) for name, content in args["files"].items() if content is not None}
-            absent = [name for name, content in args["files"].items() if content is None]
-            written = write_files(directory, files, check_mode=self._task.check_mode)
-            removed = remove_files(directory, absent, check_mode=self._task.check_mode)
+            # null content (e.g. no sweep for a candidate that failed to start) removes the record
+            written, removed = record_files(directory, args["files"], check_mode=self._task.check_mode)
         except ValueError as exc:
             raise AnsibleActionFail(f"files: {exc}") from exc
-        result.update(changed=bool(written or removed), paths=[str(directory / name) for name in files],
+        present = [name for name, content in args["files"].items() if content is not None]
+        result.update(changed=bool(written or removed), paths=[str(directory / name) for name in present],
                       written=[str(path) for path in written], removed=[str(path) for path in removed])
         return result

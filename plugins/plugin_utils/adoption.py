@@ -9,7 +9,6 @@ args and environment, the tuned MoE config files it runs with, and where its evi
 """
 from __future__ import annotations
 
-import json
 import typing as t
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.decisions import dec
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import adopted_from
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
 
 RECORD = "adopted.json"
 # Runs recorded before 2.0.0 named the evidence paths `sweep` and `facts`; a resumed old run reads them still.
@@ -24,13 +24,6 @@ _OLD_KEYS = {"sweep": "sweep_file", "facts": "facts_file"}
 # The decision of a measurement that check mode did not make.
 CHECK_DECISION = {"adopt": False, "action": "check", "reasons": ["check mode - not measured"],
                   "summary": "check mode: not measured, not decided"}
-
-
-def _read_json(path: Path) -> t.Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def normalized(record: dict) -> dict:
@@ -42,7 +35,7 @@ def latest(run_dir: Path, host: str, stage: str) -> dict | None:
     """The configuration ``stage`` starts from on ``host``: the adopted.json of the most recent stage before it that
     recorded one (the stage registry's ``adopted_from``), with ``stage`` set to the stage that adopted it."""
     for earlier in adopted_from(stage):
-        record = _read_json(run_dir / earlier / host / RECORD)
+        record = read_json(run_dir / earlier / host / RECORD)
         if record is not None:
             return {"stage": earlier, **normalized(record)}
     return None
@@ -63,7 +56,7 @@ def evidence(run_dir: Path, adopted: dict) -> tuple[dict, dict]:
     documents = []
     for key in ("sweep_file", "facts_file"):
         path = Path(run_dir) / adopted[key]
-        document = _read_json(path)
+        document = read_json(path)
         if document is None:
             raise ValueError(f"the adopted configuration's {key} {path} is missing; resume the run from the stage "
                              f"that adopted it ({adopted.get('stage')}) with -e force={adopted.get('stage')}")

@@ -8,7 +8,7 @@ import typing as t
 from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils import gpu_cost
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_report import read_json
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
 
 NO_GPU_WORK = "no GPU work: nothing was measured or tuned, the server kept running"
 

@@ -10,6 +10,14 @@ from pathlib import Path
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 
 
+def read_json(path: Path) -> t.Any:
+    """A JSON record of the run directory, or None when it is not there."""
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+
+
 def serialize(content: object) -> str:
     """JSON for mappings and lists (stable: keys sorted), text as is."""
     if isinstance(content, (dict, list)):
@@ -45,3 +53,14 @@ def remove_files(directory: Path, names: t.Iterable[str], *, check_mode: bool = 
         for path in present:
             path.unlink()
     return present
+
+
+def record_files(directory: Path, files: dict[str, object], *, check_mode: bool = False) -> tuple[list[Path], list[Path]]:
+    """Write each record as JSON (mappings, lists) or text; a null content means "no such record", and one an earlier
+    attempt of the same measurement left is removed, so a directory never mixes two attempts. Returns the paths
+    written and removed (nothing changes in check mode)."""
+    written = write_files(directory, {name: serialize(content) for name, content in files.items() if content is not None},
+                          check_mode=check_mode)
+    removed = remove_files(directory, [name for name, content in files.items() if content is None],
+                           check_mode=check_mode)
+    return written, removed

@@ -21,6 +21,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import PART
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import DEFAULT, RECORDED
 from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import STATE_FILE, trial_name
 
 try:
@@ -44,13 +45,6 @@ SEARCH_STATES = {"complete": "complete", "infeasible": "infeasible", "invalid": 
 FRONT_LATENCIES = {"ttft_ms": "TTFT", "tpot_ms": "TPOT"}
 FRONT_PERCENTILE = "p99"
 REASON_WIDTH = 160  # a failed start's reason is the server's whole error; summary.json keeps it
-
-
-def read_json(path: Path) -> t.Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (FileNotFoundError, NotADirectoryError):
-        return None
 
 
 def _measurement(stage: str, label: str, directory: Path) -> dict | None:
