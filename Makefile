@@ -11,9 +11,8 @@ PY := $(VENV)/bin/python
 setup:
 	@bash scripts/setup.sh
 
-test: setup  ## the gates (lint, unit tests on 3.13) side by side, then every test on 3.11
+test: setup  ## the integration tests, and beside them the gates (lint, unit tests on 3.11 and 3.13) one after another
 	@bash scripts/gates.sh
-	@bash scripts/pytest.sh tests
 
 unit: setup
 	@bash scripts/pytest.sh tests/unit

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 
 import pytest
 
@@ -300,3 +301,32 @@ def test_lpm_serves_cached_prefixes_before_they_are_evicted() -> None:
     assert fcfs == 0
     assert lpm == 5 * 3 * 3000
     assert prefix_hits("lpm", radix=False) == 0
+
+
+# --- the loop's own lag ---------------------------------------------------------------------------------------
+
+
+def test_time_the_loop_falls_behind_is_counted_not_hidden() -> None:
+    """A step that blocks the event loop (a loaded CPU) puts the loop behind its modelled timeline: up to
+    MAX_LAG_S it catches up, beyond that it gives the time up and counts it in ``behind_s``, which the integration
+    test takes off the throughput it expects."""
+    _, args, perf, plan = server_parts()
+    scheduler = make_scheduler(perf, scheduler_limits(args, plan))
+    requests = [request("r0", 100, 20)]
+    blocked = 0.3
+
+    async def block_once() -> None:
+        await asyncio.sleep(0)
+        time.sleep(blocked)
+
+    async def scenario() -> None:
+        blocker = asyncio.create_task(block_once())
+        await run_all(scheduler, requests)
+        await blocker
+
+    asyncio.run(scenario())
+    assert blocked - sched.MAX_LAG_S - 0.02 <= scheduler.stats.behind_s <= blocked
+
+    unblocked = make_scheduler(perf, scheduler_limits(args, plan))
+    run(unblocked, [request("r0", 100, 20)])
+    assert unblocked.stats.behind_s == 0.0

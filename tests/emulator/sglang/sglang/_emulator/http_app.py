@@ -160,6 +160,7 @@ class HttpApi:
             "internal_states": [internal_state],
             "version": emulated_version(),
             "emulator": True,
+            "emulator_behind_s": stats.behind_s,
         })
 
     async def models(self, request: web.Request) -> web.Response:

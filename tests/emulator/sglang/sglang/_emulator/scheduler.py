@@ -119,6 +119,9 @@ class SchedulerStats:
     last_gen_throughput: float = 0.0
     accept_length_sum: float = 0.0
     accept_length_steps: int = 0
+    # Wall seconds the loop fell behind its modelled timeline by more than MAX_LAG_S and gave up on: the CPU, not
+    # the model, took them (a loaded machine), so a test can tell the two apart.
+    behind_s: float = 0.0
 
 
 class Scheduler:
@@ -191,7 +194,11 @@ class Scheduler:
                 continue
             batch, cost = self.plan_step()
             noisy_cost = cost * self.instance_factor * lognormal_factor(self.rng, self.noise_cv)
-            deadline = max(deadline + noisy_cost * self.time_scale, loop.time() - MAX_LAG_S)
+            deadline += noisy_cost * self.time_scale
+            behind = loop.time() - MAX_LAG_S - deadline
+            if behind > 0:
+                self.stats.behind_s += behind
+                deadline += behind
             await asyncio.sleep(max(deadline - loop.time(), 0.0))
             self.finish_step(batch)
             self._progress.set()
