@@ -2,7 +2,9 @@
 # Apache License 2.0 (see LICENSE)
 """The emulated `python -m sglang.launch_server` as a real process on 127.0.0.1: log lines, API, failures.
 
-Regexes come from sglang-facts §3 (log prefix, startup lines, MoE messages) and §5 (HTTP API).
+Regexes come from upstream SGLang: the log prefix of python/sglang/srt/utils/common.py configure_logger, the
+startup lines of srt/entrypoints/engine.py and srt/model_executor/model_runner.py, the MoE messages of
+fused_moe_triton_config.py get_moe_configs, and the HTTP API of srt/entrypoints/http_server.py (commit 0025436e).
 Every server is started on a random free port with a fast profile and stopped by its own pid.
 """
 from __future__ import annotations
@@ -44,10 +46,10 @@ READY = "The server is fired up and ready to roll!"
 RTX_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 RTX_DOWN = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
 
-# sglang-facts §3.1 suggested prefix regex.
+# The line prefix of python/sglang/srt/utils/common.py configure_logger (scheduler ranks: " DP0 TP0 EP0") as a regex.
 PREFIX = re.compile(r"^\[(\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2})(?:\.\d{3})?((?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*)\] (.*)$")
 PREFIX_MS = re.compile(r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}( TP\d)?\] ")
-# sglang-facts §3.2 / §2.2 format strings as regexes.
+# The format strings of the startup lines (engine.py, model_runner.py) and of get_moe_configs as regexes.
 INIT_DIST = re.compile(r"^Init torch distributed ends\. elapsed=\d+\.\d{2} s, mem usage=\d+\.\d{2} GB$")
 LOAD_BEGIN = re.compile(r"^Load weight begin\. avail mem=\d+\.\d{2} GB$")
 LOAD_END = re.compile(

@@ -3,8 +3,10 @@
 """The emulated SGLang MoE tuners, run as the collection runs them: in a copy of the stand-in source
 checkout, `cd benchmark/kernels/fused_moe_triton && python tuning_fused_moe_triton.py ...`, with real Ray.
 
-Format strings and file names come from sglang-facts §1.1/§1.6/§2.1. Every Ray cluster lives under a
-per-module RAY_TMPDIR; tests assert none of its processes outlive the run. Ray is kept on 127.0.0.1
+Format strings and file names come from upstream benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py
+(commit 00e96592), tune_down_moe.py (4d078986) and get_config_file_name in
+python/sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py (02c7c97f). Every Ray cluster lives
+under a per-module RAY_TMPDIR; tests assert none of its processes outlive the run. Ray is kept on 127.0.0.1
 (RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0 makes Ray resolve "this node" to loopback instead of the NIC).
 """
 from __future__ import annotations
@@ -58,7 +60,8 @@ DEMO_BATCH_SIZES = [1, 64, 512]
 # The demo profile's margins are set per test profile (below) so the expected gains are known.
 MARGINS = {1: 0.03, 16: 0.12, 512: 0.12, 4096: 0.05}
 
-# sglang-facts §1.1 format strings as regexes; Ray prefixes worker prints with "(BenchmarkWorker pid=N[, ip=...]) ".
+# tuning_fused_moe_triton.py's (00e96592) format strings as regexes; Ray prefixes worker prints with
+# "(BenchmarkWorker pid=N[, ip=...]) ".
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
 START = re.compile(r"^Start tuning over (\d+) configurations to create (.+\.json)\.\.\.$", re.M)
 COMPLETED = re.compile(

@@ -3,7 +3,8 @@
 """A tiny SGLang-shaped streaming server for the bench client and module tests (not the full emulator).
 
 It answers /v1/models, /v1/completions, /v1/chat/completions and /generate with SSE shaped like SGLang's
-(sglang-facts §5: usage chunk with ``choices: []`` before ``data: [DONE]``, cumulative /generate text with
+(python/sglang/srt/entrypoints/http_server.py and its OpenAI serving code: usage chunk with ``choices: []``
+before ``data: [DONE]``, cumulative /generate text with
 meta_info), with a known service time: ``--ttft-ms`` before the first token, then one token every
 ``--token-ms``. It counts requests in flight so tests can check the client's concurrency from the server side
 (GET /stats), enforces ``--api-key`` like SGLang (401 ``{"error": "Unauthorized"}``), and can under-deliver

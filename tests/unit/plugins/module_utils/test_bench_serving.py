@@ -1,6 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""The sglang_bench_serving engine: command lines, JSONL mapping (sglang-facts §6 keys) and the sweep driver."""
+"""The sglang_bench_serving engine: command lines, JSONL mapping (python/sglang/bench_serving.py's keys, commit
+0033168f) and the sweep driver."""
 from __future__ import annotations
 
 import json

@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[4]
 # one 1000-in/1000-out run per level, aggregate output tok/s.
 REAL_BASELINE = {1: 121.6, 4: 399.1, 16: 1213.5, 32: 1515.1, 64: 1582.5}
 REAL_CANDIDATE = {1: 121.9, 4: 410.8, 16: 1212.7, 32: 1509.2, 64: 1572.4}
-# Five run-to-run multipliers with a sample CV of about 0.9 % (serving noise at concurrency >= 8, §D.2).
+# Five run-to-run multipliers with a sample CV of about 0.9 % (serving noise at concurrency >= 8).
 LOW_NOISE = (0.990, 1.006, 1.000, 1.012, 0.993)
 
 
@@ -82,7 +82,7 @@ def test_plus_15_percent_with_five_runs_at_one_percent_cv_is_improved() -> None:
     assert level["verdict"] == "improved" and level["method"] == "mann_whitney+bootstrap"
     assert level["n_baseline"] == 5 and level["n_candidate"] == 5 and not level["low_confidence"]
     assert level["change_pct"] == pytest.approx(15.0, abs=0.01)
-    assert level["p_value"] == pytest.approx(2 / 252)  # exact two-sided minimum for 5 vs 5 (§D.3)
+    assert level["p_value"] == pytest.approx(2 / 252)  # exact two-sided minimum for 5 vs 5: 2 / C(10, 5)
     assert 10.0 < level["ci_low_pct"] < 15.0 < level["ci_high_pct"] < 20.0
     assert level["cv_baseline_pct"] == pytest.approx(0.9, abs=0.1)
     assert level["threshold_pct"] == pytest.approx(2.0, abs=0.01)
@@ -105,7 +105,7 @@ def test_small_change_with_five_runs_stays_within_noise_even_if_significant() ->
 
 
 def test_large_but_noisy_change_with_three_runs_is_within_noise() -> None:
-    """Low-concurrency spec decoding: CV ~10 % (§D.2) makes +8 % unresolvable."""
+    """Low-concurrency spec decoding: CV ~10 % makes +8 % unresolvable."""
     result = compare_sweeps(sweep({1: [121.6, 109.0, 134.0]}), sweep({1: [131.3, 118.0, 146.0]}))
     level = result["levels"][0]
     assert level["verdict"] == "within_noise" and level["low_confidence"]

@@ -15,7 +15,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import S
 from tests.unit.plugins.module_utils.fake_sglang_server import running_server, server_stats
 
 # What `python -m sglang.bench_serving` leaves behind, reduced to the part the module reads: one appended JSONL
-# line per invocation (sglang-facts §6 keys). Used as the `python` option so the module's subprocess path runs.
+# line per invocation (the keys of python/sglang/bench_serving.py's result line, commit 0033168f). Used as the
+# `python` option so the module's subprocess path runs.
 FAKE_BENCH_SERVING = '''#!{python}
 import json, os, sys
 argv = sys.argv[1:]

@@ -1,6 +1,6 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""SGLang's HTTP API (sglang-facts §5) on aiohttp, backed by the emulated scheduler.
+"""SGLang's HTTP API (python/sglang/srt/entrypoints/http_server.py) on aiohttp, backed by the emulated scheduler.
 
 Native /generate streams cumulative text (SGLang's default) with incremental output_ids; the
 OpenAI endpoints stream deltas and, with stream_options.include_usage, a final usage chunk with

@@ -6,7 +6,8 @@ Shared by the emulated tuner scripts (`benchmark/kernels/fused_moe_triton/` in t
 checkout). No GPU work is done: a "benchmark" returns a modelled kernel time and sleeps a small,
 profile-set wall time per config so tuning runs take realistic-looking (but scaled) time.
 
-Model (benchmarking-and-tuning.md §C): each of the two GEMMs (gate/up, down) takes
+Model (the memory-bandwidth roofline of plugins/module_utils/moe_roofline.py, with a penalty per config): each of
+the two GEMMs (gate/up, down) takes
 `(t0 share + bytes / BW_eff) * (1 + penalty(config))`, where bytes = touched expert weights
 `E_act(M) * {2,1} * H * I * b_w` (+ block-quant scales) + activations, E_act(M) = E(1-(1-k/E)^M),
 BW_eff = bandwidth_efficiency * GPU bandwidth. The penalty grows (saturating) with a config's
@@ -170,7 +171,7 @@ class MoeProblem:
         if self.block_shape and all(self.block_shape):
             scales = weights * 4 / (self.block_shape[0] * self.block_shape[1])
         # up: read x, write and re-read the 2I-wide gate/up output; down: I in and out of the
-        # activation, the k*H partial outputs and the reduced output (§C's A(M) split by GEMM).
+        # activation, the k*H partial outputs and the reduced output (the roofline's activation bytes split by GEMM).
         elements = m * h + 4 * m * k * i if gemm == "up" else 2 * m * k * i + m * k * h + m * h
         return weights * self.weight_bytes + scales + elements * self.activation_bytes
 

@@ -2,7 +2,8 @@
 # Apache License 2.0 (see LICENSE)
 """Model shape read from a local model dir's config.json, with SGLang's E/N conventions.
 
-E and N follow the tuner's `get_model_config` (sglang-facts §1.2): E = routed experts // ep
+E and N follow the tuner's `get_model_config` (benchmark/kernels/fused_moe_triton/common_utils.py, commit
+00f0b462): E = routed experts // ep
 (+1 fused shared expert for DeepSeek-V3/GLM-4-MoE-style archs unless shared-experts fusion is
 disabled), N = per-rank MoE intermediate = intermediate // (tp // ep). The emulator never
 downloads: the model path must be a directory with a config.json.
@@ -19,7 +20,8 @@ SHARED_EXPERT_FUSION_ARCHS = frozenset({
     "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM",
     "GlmMoeDsaForCausalLM", "MistralLarge3ForCausalLM",
 })
-# Archs the newer FlashInfer all-reduce fusion auto-enable rule covers (sglang-facts §4.1, incl. PR #22664).
+# Archs the newer FlashInfer all-reduce fusion auto-enable rule covers (python/sglang/srt/server_args.py
+# _handle_model_specific_adjustments, incl. PR #22664).
 ALLREDUCE_FUSION_ARCHS = frozenset({
     "DeepseekV3ForCausalLM", "GptOssForCausalLM", "Glm4MoeForCausalLM", "Glm4MoeLiteForCausalLM",
     "Qwen3MoeForCausalLM", "KimiK25ForConditionalGeneration", "Qwen3NextForCausalLM", "Qwen3_5MoeForCausalLM",

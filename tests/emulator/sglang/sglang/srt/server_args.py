@@ -9,7 +9,8 @@ sets and dumps only the emulated release's own (its field list ships in its CLI 
 and resolves them with that release's rules. The CLI is the release's option table: its options store into
 the fields they name, the rest are accepted and ignored; `--config file.yaml` supplies flags whose keys carry
 no `--` (command-line flags override it). __post_init__ applies the adjustments the emulator models
-(sglang-facts §4): auto defaults from the emulated GPU, the speculative-decoding reset of max_running_requests
+(upstream python/sglang/srt/server_args.py __post_init__): auto defaults from the emulated GPU, the
+speculative-decoding reset of max_running_requests
 to 48, FlashInfer all-reduce fusion rules and the prefill-graph auto-disable rules (0.5.11: piecewise CUDA
 graph; 0.5.14+: the prefill phase of cuda_graph_config, sglang/_emulator/cuda_graphs.py). One adjustment is an
 emulator scenario rather than a confirmed upstream rule: on GPUs outside the fusion kernels' SM list, enabling

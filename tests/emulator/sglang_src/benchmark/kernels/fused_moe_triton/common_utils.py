@@ -3,7 +3,7 @@
 """Shared helpers of the fused-MoE tuner scripts (emulated SGLang source checkout).
 
 Same names and behaviour as upstream `benchmark/kernels/fused_moe_triton/common_utils.py`
-(sglang-facts §1.2), except that models are read from a local `<model>/config.json` only
+(commit 00f0b462), except that models are read from a local `<model>/config.json` only
 (no Hugging Face download) and dtypes are strings instead of torch dtypes.
 """
 from __future__ import annotations

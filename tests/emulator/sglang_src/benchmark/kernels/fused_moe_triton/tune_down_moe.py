@@ -7,7 +7,8 @@ nearest gate/up entry is pinned and its BLOCK_SIZE_M forced onto every search-sp
 fastest full fused call wins. This writes `*_down.json` screening candidates, without numerical
 checks. Validate numerics and the full pipeline before installing the output.
 
-SGLang emulator version of upstream's `tune_down_moe.py` (sglang-facts §1.6): same CLI, messages
+SGLang emulator version of upstream's `benchmark/kernels/fused_moe_triton/tune_down_moe.py` (commit 4d078986):
+same CLI, messages
 and output; kernel times come from `sglang._emulator.kernels`. Emulator deviation: `--dtype auto`
 is accepted (-> no `dtype=` selector, 16-bit kernels) so BF16 models can be screened; upstream's
 default stays `fp8_w8a8`.

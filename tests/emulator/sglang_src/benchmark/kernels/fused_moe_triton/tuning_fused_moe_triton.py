@@ -2,7 +2,7 @@
 # Apache License 2.0 (see LICENSE)
 """Fused-MoE Triton tuner of the SGLang emulator: upstream's CLI, Ray layout, messages and output file.
 
-Emulates `benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py` (sglang-facts §1.1): one
+Emulates `benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py` (commit 00e96592): one
 Ray actor per GPU, one task per batch size, configs that raise OutOfResources or RuntimeError are
 skipped, the best config per batch size is written into the current directory at the very end.
 Kernel times come from the synthetic model in `sglang._emulator.kernels`; no GPU work is done.
