@@ -2,7 +2,7 @@
 
 Input errors fail a stage before anything is deployed; a key-protected server is measured with sglang_api_key;
 a benchmark that cannot run fails the stage (not done, the adopted configuration back) instead of reverting the
-candidate; a level where a share of the requests failed is an error, not a throughput number; a failure.txt does
+candidate, and in the MoE stage takes the tuned configs back; a level where a share of the requests failed is an error, not a throughput number; a failure.txt does
 not outlive a later success; check mode says what it would deploy and records nothing."""
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.ansible import REPO_ROOT, write_demo_inventory
-from tests.integration.sglang_server import http_status
+from tests.integration.sglang_server import http_status, remove_tuned_configs
 
 pytestmark = pytest.mark.sandbox
 HOST = "gpu1"
@@ -21,6 +21,8 @@ UNIT = "/etc/systemd/system/sglang.service"
 FAST_BENCH = {"concurrency_levels": [1, 4], "repeats": 1, "input_len": 200, "output_len": 100,
               "endpoint": "completions", "request_timeout_s": 60}
 KEY = "sk-measure-7c41e9"
+FAST_MOE = {"batch_sizes": [1, 8], "search_space": "prefiltered", "work_dir": "/var/lib/llmops-sglang/moe-faults",
+            "timeout": 900, "force": False}
 
 
 @pytest.fixture(scope="module")
@@ -137,6 +139,26 @@ def test_a_benchmark_that_cannot_run_fails_the_stage_instead_of_reverting_the_ca
     assert (run_dir / "stage.json").is_file()
     assert not (run_dir / "trials" / "fused-moe-sum-all-reduce" / "failure.json").exists()
     assert (run_dir / "trials" / "fused-moe-sum-all-reduce" / "decision.json").is_file()
+
+
+def test_tuned_configs_that_cannot_be_measured_are_taken_back(stage, runs, fleet, gpu1):
+    """The MoE stage installed its tuned configs, then the client cannot run: the configs go again (the install
+    created them, so restoring its backup removes them), the server restarts without them, the stage is not done."""
+    run_dir = runs / "stale" / "moe_tune" / HOST
+    try:
+        result = stage("moe_tune.yml", "stale", tuning_run_moe=FAST_MOE,
+                       tuning_run_bench={**FAST_BENCH, "engine": "sglang_bench_serving"})
+        assert result.status == "failed"
+        failed = result.task_results("Stop the stage")[HOST]
+        assert "could not be measured (sweep: client)" in failed["msg"], failed["msg"]
+        assert "The previous MoE configs were put back." in failed["msg"]
+        installed = json.loads((run_dir / "installed.json").read_text())["installed"]
+        assert len(installed) == 2, "up and down were installed"
+        assert [path for path in installed if fleet.run(gpu1, "test", "-e", path, check=False).returncode == 0] == []
+        assert not (run_dir / "stage.json").exists()
+        assert http_status(fleet, gpu1, 30000) == 200, "the server runs again, on the previous configs"
+    finally:
+        remove_tuned_configs(fleet, gpu1, runs / "stale", FAST_MOE["work_dir"])
 
 
 def test_a_level_where_a_share_of_requests_failed_is_an_error_not_a_number(stage, runs):
