@@ -13,6 +13,15 @@ from tests.sandbox.fleet import Fleet, FleetConfig, SandboxHost, machine_snapsho
 SESSION_HOSTS = int(os.environ.get("LLMOPS_SANDBOX_HOSTS", "3"))
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules marked ``measuring`` (their assertions rest on measured throughput: verdicts, curves, the search's
+    optimum) run after the others, each module still in one piece. `make test` runs the gates beside the
+    integration tests (scripts/gates.sh) for about their first 20 minutes, and a measurement that competes with
+    them for the machine's 2 cores can tip a verdict; the others (deploys, faults, interrupts) take longer than
+    that."""
+    items.sort(key=lambda item: item.get_closest_marker("measuring") is not None)
+
+
 @pytest.fixture(scope="session")
 def fleet() -> Fleet:
     reason = unsupported_reason()

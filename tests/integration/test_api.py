@@ -18,7 +18,7 @@ from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.sglang_server import host_state, http_status, remove_tuned_configs
 from tests.integration.test_pipeline import FAST
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
 HOST = "gpu1"
 DEMO_VARS = yaml.safe_load((REPO_ROOT / "inventory" / "group_vars" / "sglang_hosts.yml").read_text())
 FIRST_CANDIDATE = DEMO_VARS["sglang_candidate_flag_sets"][0]

@@ -16,7 +16,7 @@ from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.sglang_server import remove_tuned_configs
 from tests.integration.test_pipeline import FAST
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
 HOST = "gpu2"
 AWX = REPO_ROOT / "extensions" / "awx"
 FUSION = "flashinfer-allreduce-fusion"

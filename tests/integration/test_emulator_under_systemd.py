@@ -22,7 +22,7 @@ from sglang._emulator.perf import PerfModel, build_perf_model, expected_output_t
 from sglang._emulator.profile import PROFILE_ENV, Profile, load_profile  # noqa: E402
 from sglang.srt.server_args import prepare_server_args  # noqa: E402
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
 PLAYBOOKS = Path(__file__).parent / "playbooks"
 HOST_PROFILE = "/etc/sglang-emulator/profile.yaml"
 LOCAL_MODEL = EMULATOR / "models" / "Qwen3.5-122B-A10B"

@@ -20,7 +20,7 @@ import yaml
 from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.sglang_server import remove_dirs_when_empty
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
 HOSTS = ["gpu1", "gpu2", "gpu3"]
 TUNE = REPO_ROOT / "playbooks" / "tune.yml"
 ROLLOUT = REPO_ROOT / "playbooks" / "rollout.yml"

@@ -23,7 +23,7 @@ from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.conftest import SESSION_HOSTS
 from tests.integration.sglang_server import on_profile, remove_tuned_configs
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
 # A host of its own: the run installs tuned MoE configs that other tests must not see (the last host of a smaller
 # fleet, e.g. LLMOPS_SANDBOX_HOSTS=1 to run this module alone).
 HOST = f"gpu{min(SESSION_HOSTS, 3)}"

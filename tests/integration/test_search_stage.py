@@ -22,7 +22,7 @@ from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.conftest import SESSION_HOSTS
 from tests.integration.sglang_server import on_profile
 
-pytestmark = pytest.mark.sandbox
+pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
 # Not gpu1 (the single-host modules) nor gpu3 (test_pipeline's) when the fleet has them; back on the demo afterwards.
 HOST = f"gpu{min(SESSION_HOSTS, 2)}"
 TUNE = REPO_ROOT / "playbooks" / "tune.yml"
