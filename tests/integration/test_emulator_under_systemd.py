@@ -132,13 +132,13 @@ def empty_slots(perf: PerfModel, run: dict, concurrency: int, max_running: int, 
     """
     if concurrency <= max_running:
         return max(0.0, 1 - run["achieved_concurrency"] / concurrency)
+    # Above the cap the steady state is the full batch's throughput.
+    steady = expected_output_throughput(perf, max_running, input_len, output_len, max_running)
     full, rest = divmod(run["ok"], max_running)
-    seconds = full * max_running * output_len / expected_output_throughput(
-        perf, max_running, input_len, output_len, max_running)
+    seconds = full * max_running * output_len / steady
     if rest:
         seconds += rest * output_len / expected_output_throughput(perf, rest, input_len, output_len, max_running)
-    worst = run["ok"] * output_len / seconds
-    return 1 - worst / expected_output_throughput(perf, concurrency, input_len, output_len, max_running)
+    return 1 - run["ok"] * output_len / seconds / steady
 
 
 def emulator_behind_s(fleet, host) -> float:
