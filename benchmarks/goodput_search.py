@@ -107,6 +107,7 @@ class Setup:
     warmup: int              # our client's warm-up requests per probe
     repeats: int             # our rate search's runs at the boundary
     truth_seeds: int         # simulated runs pooled per rate for the ground truth
+    neighbour_starts: int    # our search's last starts given to the best candidate's untried neighbours
     seed: int
 
     def grid(self) -> list[dict]:
@@ -119,10 +120,12 @@ class Setup:
 
 FULL = Setup(knobs={"max_running_requests": (8, 16, 24, 32, 48), "cuda_graph_max_bs": (8, 16, 32, 48),
                     "speculative_num_steps": (1, 2, 3)},
-             input_len=256, output_len=64, requests=120, warmup=12, repeats=2, truth_seeds=8, seed=19)
+             input_len=256, output_len=64, requests=120, warmup=12, repeats=2, truth_seeds=8, neighbour_starts=3,
+             seed=19)
 QUICK = Setup(knobs={"max_running_requests": (8, 16, 32), "cuda_graph_max_bs": (8, 32),
                      "speculative_num_steps": (1, 3)},
-              input_len=256, output_len=64, requests=80, warmup=4, repeats=1, truth_seeds=4, seed=19)
+              input_len=256, output_len=64, requests=80, warmup=4, repeats=1, truth_seeds=4, neighbour_starts=1,
+              seed=19)
 # Our rate search, real req/s (start at a plausible capacity, 10 % resolution, at most 8 probes a candidate).
 RATE_REAL = {"start_rps": 8.0, "min_rps": 0.5, "resolution": 0.1, "max_probes": 8}
 # auto_benchmark's QPS search, real req/s: the same range, its default 5 bisection rounds.
@@ -368,6 +371,7 @@ def search_inputs(setup: Setup, budget_gpu_minutes: float, scale: float) -> Inpu
         "rate": {"start_rps": RATE_REAL["start_rps"] / scale, "min_rps": RATE_REAL["min_rps"] / scale,
                  "resolution": RATE_REAL["resolution"], "repeats": setup.repeats,
                  "max_probes": RATE_REAL["max_probes"]},
+        "neighbour_starts": setup.neighbour_starts,
         "seed": setup.seed,
     })
 
@@ -421,6 +425,69 @@ def our_search(setup: Setup, budget: float, profile: Profile) -> dict:
     return {"trials": search.trials, "spent_gpu_minutes": search.spent()["gpu_minutes"],
             "stop_reason": candidate["reason"], "best": best[0]["params"] if best else None,
             "claimed_rps": best[0]["value"] * scale if best else None}
+
+
+def simulated_sweep(model: ServerModel, setup: Setup, bench: dict, seed: int) -> tuple[dict, float]:
+    """One probe of our search on the virtual clock (real units): the open-loop sweep the bench module would
+    return (each run's SLO verdict, goodput and per-metric observations) and the real seconds it took, warm-up
+    included."""
+    rate = bench["arrival"]["request_rates"][0]
+    seconds = simulate_run(model, setup, rate, setup.warmup, seed)[1] if setup.warmup else 0.0
+    runs = []
+    for repeat in range(bench["repeats"]):
+        latencies, run_s = simulate_run(model, setup, rate, setup.requests, seed + 1 + repeat)
+        seconds += run_s
+        slo = slo_report(latencies, run_s, SLO_REAL, [])
+        runs.append({"slo_holds": slo["slo_holds"], "goodput_rps": slo["goodput_rps"], "client_limited": False,
+                     "slo": slo["slo"]})
+    return {"levels": [{"request_rate": rate, "runs": runs}]}, seconds
+
+
+def simulated_search(setup: Setup, budget: float, seed: int, directory: Path) -> dict:
+    """Our search (the stage's state machine, as our_search drives it) against the emulator's model on the virtual
+    clock: no HTTP, no CPU contention; the measurement noise is the model's own (short runs, step and start noise)."""
+    shutil.rmtree(directory, ignore_errors=True)
+    stage = BenchmarkStage(directory, search_inputs(dataclasses.replace(setup, seed=seed), budget, 1.0))
+    rng = random.Random(seed)
+    while not (candidate := stage.next_candidate({**FIXED_ARGS, **BASELINE}))["done"]:
+        model = server_model(candidate["params"])
+        if model is None:
+            stage.failed_start({"summary": "not enough memory", "kind": "oom"}, {"gpu_minutes": 0.0})
+            continue
+        gpus, start_s, bench_s = model.profile.gpu.count, start_seconds(model.profile), 0.0
+        answer = stage.probe(None, None, {"gpu_minutes": gpus * start_s / 60.0})
+        while not answer["done"]:
+            sweep, seconds = simulated_sweep(model, setup, answer["bench"], rng.randrange(1 << 30))
+            bench_s += seconds
+            answer = stage.probe(sweep, None, {"gpu_minutes": gpus * (start_s + bench_s) / 60.0})
+    search = stage.search()
+    return {"best": search.best(1)[0]["params"], "spent_gpu_minutes": search.spent()["gpu_minutes"],
+            "starts": search.spent()["restarts"]}
+
+
+def simulate(setup: Setup, searches: int) -> int:
+    """``searches`` seeded searches of ours on the model, with and without the neighbour starts: how often each
+    ends within 97 % of the optimum (the real run's target) and what it spends."""
+    say(f"ground truth: {len(setup.grid())} candidates through the emulator's model on a virtual clock ...")
+    truth = ground_truth(setup)
+    optimum = max(row["capacity_rps"] for row in truth)
+    grid_minutes = sum(row["gpu_minutes"] for row in truth)
+    budget = TARGET_BUDGET_PCT / 100.0 * grid_minutes
+    lines = []
+    for neighbours in sorted({0, setup.neighbour_starts}, reverse=True):
+        variant = dataclasses.replace(setup, neighbour_starts=neighbours)
+        results = [simulated_search(variant, budget, seed, CACHE / "simulate") for seed in range(searches)]
+        shares = [100.0 * truth_of(truth, result["best"]) / optimum for result in results]
+        spent = statistics.mean(100.0 * result["spent_gpu_minutes"] / grid_minutes for result in results)
+        reached = sum(share >= TARGET_OPTIMUM_PCT for share in shares)
+        lines.append(f"neighbour_starts {neighbours}: {reached}/{searches} searches >= {TARGET_OPTIMUM_PCT:g}% of "
+                     f"optimum, mean {statistics.mean(shares):.1f}%, median {statistics.median(shares):.1f}%, "
+                     f"worst {min(shares):.1f}%, at {spent:.1f}% of grid GPU-minutes, "
+                     f"{statistics.mean(result['starts'] for result in results):.1f} starts")
+        say(lines[-1])
+    shutil.rmtree(CACHE / "simulate", ignore_errors=True)
+    print("simulated goodput search (seeds 0-{}): {}".format(searches - 1, "; ".join(lines)))
+    return 0
 
 
 # --- 3. sglang.auto_benchmark ------------------------------------------------------------------------------------
@@ -603,8 +670,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a 12-candidate grid, one run per probe (< 3 min)")
     parser.add_argument("--seed", type=int, help="the searches' seed (default 19)")
+    parser.add_argument("--simulate", type=int, metavar="N",
+                        help="instead: N seeded searches of ours on the emulator's model (virtual clock, no servers)")
     args = parser.parse_args(argv)
     setup = QUICK if args.quick else FULL
+    if args.simulate:
+        return simulate(setup, args.simulate)
     if args.seed is not None:
         setup = dataclasses.replace(setup, seed=args.seed)
     started = time.monotonic()

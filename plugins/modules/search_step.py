@@ -51,7 +51,8 @@ options:
       - The search inputs (C(tuning_run_search)) - C(knobs) (server args with C({values}) or C({low, high, step, log})),
         C(budget) (C(max_restarts) and/or C(max_gpu_minutes)), C(slo) (as M(llmops.sglang.bench)'s O(llmops.sglang.bench#module:slo)),
         C(workload) (bench options of the open-loop runs), C(rate) (C(start_rps), C(min_rps), C(resolution),
-        C(repeats), C(max_probes)), C(verify) (C(best), C(repeats), C(min_effect_pct), C(alpha), C(requests_per_level)) and C(seed).
+        C(repeats), C(max_probes)), C(verify) (C(best), C(repeats), C(min_effect_pct), C(alpha), C(requests_per_level)),
+        C(neighbour_starts) and C(seed).
         Errors name the field.
     type: raw
     required: true
@@ -149,11 +150,11 @@ bench:
   returned: with step probe when not done, and best
   type: dict
 result:
-  description: The rate search's result (C(rate_rps), C(goodput_rps), C(bracket), C(converged), C(reason), C(probes)).
+  description: The rate search's result (C(rate_rps), C(estimate_rps), C(goodput_rps), C(bracket), C(converged), C(reason), C(probes)).
   returned: with step probe when done
   type: dict
 trial:
-  description: The trial as the strategy recorded it (C(number), C(params), C(state), C(value), C(reason), C(gpu_minutes)).
+  description: The trial as the strategy recorded it (C(number), C(params), C(state), C(value), C(estimate_rps), C(reason), C(gpu_minutes)).
   returned: with step probe when done, and failed_start
   type: dict
 candidates:

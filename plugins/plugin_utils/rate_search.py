@@ -13,6 +13,13 @@ third of the time, while a majority rule would settle where the SLO holds about 
 decides "does not meet". The lower end of the final bracket is topped up to ``repeats`` runs before it is
 reported; a run the client could not drive (``client_limited``) is not a measurement of the server, so such a
 rate bounds the search from above and the result says so.
+
+Candidates are ranked by ``estimate_rps``, not by the promised ``rate_rps``: two candidates whose capacities
+are 5 % apart often end in the same bracket of a 10 % resolution, and the lower end of a bracket says nothing
+about where in it the capacity lies. Every run reports how far its worst SLO metric is from its target
+(``observed / target``: below 1 it held), so the estimate is where that margin, worst run of each end, crosses 1
+between the bracket's ends, interpolated on log-log axes (latency grows like a power of the load near capacity).
+It needs no extra run and stays within the bracket; it is the lower end when the margins do not straddle 1.
 """
 from __future__ import annotations
 
@@ -49,11 +56,17 @@ class _Probes:
     def add(self, rate: float, phase: str, runs: list[dict]) -> None:
         if not runs:
             raise ValueError(f"rate search: measure({rate:g} req/s) returned no runs")
+        runs = [{**run, "slo_margin": run.get("slo_margin", slo_margin(run))} for run in runs]
         self.runs.setdefault(rate, []).extend(runs)
         holds = [bool(run.get("slo_holds")) for run in runs]
         self.log.append({"rate_rps": rate, "phase": phase, "repeats": len(runs), "holds": holds,
                          "goodput_rps": [run.get("goodput_rps") for run in runs],
+                         "slo_margin": [run["slo_margin"] for run in runs],
                          "client_limited": any(run.get("client_limited") for run in runs)})
+
+    def worst_margin(self, rate: float) -> float | None:
+        margins = [run["slo_margin"] for run in self.runs[rate]]
+        return None if not margins or None in margins else max(margins)
 
     def fails(self, rate: float) -> bool:
         return any(not run.get("slo_holds") or run.get("client_limited") for run in self.runs[rate])
@@ -75,6 +88,30 @@ class _Probes:
         upper = self.upper()
         return max((rate for rate in self.runs if self.confirmed(rate) and (upper is None or rate < upper)),
                    default=None)
+
+
+def slo_margin(run: dict) -> float | None:
+    """How far a bench open-loop run's worst SLO metric is from its target (observed / target; <= 1: it held), or
+    None when a metric has no observation or a target of 0."""
+    ratios = []
+    for spec in (run.get("slo") or {}).values():
+        observed, target = spec.get("observed"), spec.get("target")
+        if observed is None or not target:
+            return None
+        ratios.append(observed / target)
+    return max(ratios) if ratios else None
+
+
+def _estimate(probes: _Probes, rate: float | None) -> float | None:
+    """Where the worst run's SLO margin crosses 1 between ``rate`` and the lowest failing rate (log-log)."""
+    upper = probes.upper()
+    if rate is None or upper is None or _client_limited(probes, upper):
+        return rate
+    below, above = probes.worst_margin(rate), probes.worst_margin(upper)
+    if below is None or above is None or not 0 < below < 1 < above:
+        return rate
+    share = -math.log(below) / (math.log(above) - math.log(below))
+    return rate * (upper / rate) ** share
 
 
 def _next_probe(probes: _Probes, start_rate: float, min_rate: float) -> tuple | None:
@@ -118,15 +155,17 @@ def _probes_of(log: t.Sequence[dict], repeats: int, resolution: float) -> _Probe
     """The probes of a recorded log (``probes`` of a result, or of ``add_probe``): its runs rebuilt per rate."""
     probes = _Probes(repeats, resolution)
     for entry in log:
-        runs = [{"slo_holds": holds, "goodput_rps": goodput, "client_limited": entry.get("client_limited", False)}
-                for holds, goodput in zip(entry["holds"], entry["goodput_rps"])]
+        margins = entry.get("slo_margin") or [None] * len(entry["holds"])  # logs before the estimate had none
+        runs = [{"slo_holds": holds, "goodput_rps": goodput, "slo_margin": margin,
+                 "client_limited": entry.get("client_limited", False)}
+                for holds, goodput, margin in zip(entry["holds"], entry["goodput_rps"], margins)]
         probes.add(float(entry["rate_rps"]), entry["phase"], runs)
     return probes
 
 
 def add_probe(log: t.Sequence[dict], rate: float, phase: str, runs: list[dict]) -> list[dict]:
     """The log with one more measurement: ``runs`` are bench open-loop runs (``slo_holds``, ``goodput_rps``,
-    ``client_limited``) at ``rate``. The log is all the state a stepped search needs (resumable as JSON)."""
+    ``client_limited``, ``slo``) at ``rate``. The log is all the state a stepped search needs (resumable as JSON)."""
     probes = _Probes(DEFAULT_REPEATS, DEFAULT_RESOLUTION)
     probes.add(float(rate), phase, list(runs))
     return [*log, *probes.log]
@@ -157,6 +196,7 @@ def rate_result(log: t.Sequence[dict], *, start_rate: float, min_rate: float = 0
     converged = _next_probe(probes, start_rate, min_rate) is None and rate is not None
     return {
         "rate_rps": rate,
+        "estimate_rps": _estimate(probes, rate),
         "goodput_rps": _median_goodput(probes.runs[rate]) if rate is not None else None,
         "bracket": [probes.lower(), upper],
         "converged": converged,
@@ -177,7 +217,8 @@ def find_max_rate(measure: Measure, *, start_rate: float, min_rate: float = 0.01
     ``start_rate`` is a guess of the capacity (the best candidate's rate so far saves bracket probes); the search
     never reports a rate below ``min_rate``. Returns ``rate_rps`` (None when no rate was confirmed),
     ``goodput_rps`` (median over its runs), ``bracket`` ([highest rate that held in every run so far, lowest that
-    failed]), ``converged``, ``limited_by_client``, ``reason``, ``probes`` (every
+    failed]), ``estimate_rps`` (the capacity within the bracket, interpolated from the SLO margins: what candidates
+    are ranked by), ``converged``, ``limited_by_client``, ``reason``, ``probes`` (every
     measurement in order: rate, phase, repeats, holds, goodput_rps, client_limited) and ``cost`` (probes, runs)."""
     options = {"start_rate": start_rate, "min_rate": min_rate, "resolution": resolution, "repeats": repeats}
     log: list[dict] = []

@@ -229,6 +229,8 @@ def _search_candidate(stage_dir: Path, trial: dict) -> dict:
     return {"name": trial_name(trial["number"]), "params": trial["params"], "state": trial["state"],
             "reason": trial.get("reason") or result.get("reason"),
             "goodput_rps": trial["value"] if complete else None,
+            # what the search ranked it by: the capacity inside the final bracket (rate_search.py)
+            "estimate_rps": (trial.get("estimate_rps") or trial["value"]) if complete else None,
             "measured_goodput_rps": result.get("goodput_rps"),
             "probes": (result.get("cost") or {}).get("probes", 0), "gpu_minutes": trial["gpu_minutes"],
             "boundary": boundary}
@@ -294,7 +296,7 @@ def _recommendation(run_dir: Path, host: str, candidates: list[dict], record: di
     decision = read_json(stage_dir / "verify" / "decision.json")
     chosen = (decision or {}).get("candidate")
     by_name = {c["name"]: c for c in candidates}
-    best = max((c for c in candidates if c["goodput_rps"]), key=lambda c: c["goodput_rps"], default=None)
+    best = max((c for c in candidates if c["goodput_rps"]), key=lambda c: c["estimate_rps"], default=None)
     summary = (decision or {}).get("summary") or (record.get("search") or {}).get("decision")
     recommendation = {"action": "adopt" if chosen else "keep", "candidate": chosen, "summary": summary,
                       "params": by_name[chosen]["params"] if chosen else None,

@@ -25,6 +25,8 @@ RANGE_KEYS = frozenset({"low", "high", "step", "log"})
 _ARG_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 # Stepped float values are rounded to this many decimals, so 0.8 + 3 * 0.02 is the 0.86 a user wrote.
 FLOAT_DECIMALS = 10
+# A continuous range's neighbour is this fraction of it away (of its logarithm for a log range).
+CONTINUOUS_STEPS = 8
 
 
 def _is_number(value: t.Any) -> bool:
@@ -59,6 +61,23 @@ class Knob:
             return None
         count = round((self.high - self.low) / self.step) + 1
         return tuple(round(self.low + index * self.step, FLOAT_DECIMALS) for index in range(count))
+
+    def neighbours(self, value: t.Any) -> list:
+        """The values one step from ``value``, down then up: the adjacent choices, +-step of a range, and for a
+        continuous range an eighth of it (of its logarithm for a log range), within the bounds."""
+        if self.values is not None:
+            index = self.values.index(value)
+            return [self.values[i] for i in (index - 1, index + 1) if 0 <= i < len(self.values)]
+        if self.step is not None or self.integer:
+            step = self.step or 1
+            candidates = [value - step, value + step]
+        elif self.log:
+            factor = (self.high / self.low) ** (1 / CONTINUOUS_STEPS)
+            candidates = [value / factor, value * factor]
+        else:
+            width = (self.high - self.low) / CONTINUOUS_STEPS
+            candidates = [value - width, value + width]
+        return [self.canonical(candidate) for candidate in candidates if self.low <= candidate <= self.high]
 
     def canonical(self, value: t.Any) -> t.Any:
         """The value as the space lists it (a sampled stepped float carries rounding noise)."""

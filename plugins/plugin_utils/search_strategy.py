@@ -25,6 +25,17 @@ seeds 0-29) FAIL lost 6.4 restarts per search to OOM and reached 97% of the opti
 lost 3.5 and reached it in 28 (random picks would lose 3.2 and reach it in about 11: the optimum borders the corner).
 No point of the history is proposed again: optuna repeats points on small discrete spaces, so a repeat
 is told its recorded outcome and asked again, and after ``MAX_ASKS`` repeats an unseen grid point is taken.
+
+A candidate's objective is its rate search's ``estimate_rps`` (the capacity interpolated inside the final bracket,
+rate_search.py), its ``value`` the rate it promises; without an estimate the value is the objective.
+
+The last ``neighbour_starts`` starts of the budget go to the untried one-step neighbours of the best candidate
+so far (the next value of one knob, up or down), the best recomputed after each: TPE models each knob on its own
+(its default, univariate), so around a best point it keeps sampling combinations of individually good values
+and may never try the one-knob step to the optimum next to it. On the emulator's grid of benchmarks/goodput_search.py
+(60 candidates, 2 within 3 % of the optimum, a budget of about 12 starts; ``--simulate 40``: 40 seeded searches on
+the emulator's model) 3 such starts raised the searches that ended within 3 % of the optimum from 8 to 13 of 40,
+the mean from 94.4 to 95.4 % of the optimum. When the best has no untried neighbour, TPE proposes as before.
 """
 from __future__ import annotations
 
@@ -83,6 +94,12 @@ def parse_budget(budget: t.Any, where: str = "search.budget") -> Budget:
     return Budget(max_restarts=restarts, max_gpu_minutes=None if minutes is None else float(minutes))
 
 
+def objective(trial: dict) -> float:
+    """What a completed trial is ranked by: its capacity estimate (a trial recorded before estimates: its rate)."""
+    estimate = trial.get("estimate_rps")
+    return float(trial["value"] if estimate is None else estimate)
+
+
 def _distribution(knob: Knob) -> t.Any:
     if knob.kind == "choice":
         return CategoricalDistribution(list(knob.values))
@@ -97,19 +114,24 @@ class GoodputSearch:
 
     def __init__(self, space: SearchSpace, budget: Budget, *, seed: int = 0,
                  rejects: t.Callable[[dict], str | None] | None = None,
-                 startup_trials: int = DEFAULT_STARTUP_TRIALS, trials: t.Iterable[dict] = ()) -> None:
+                 startup_trials: int = DEFAULT_STARTUP_TRIALS, neighbour_starts: int = 0,
+                 trials: t.Iterable[dict] = ()) -> None:
         if not HAS_OPTUNA:
             raise RuntimeError("the goodput search needs optuna on the controller: install the collection's "
                                "controller requirements (meta/ee-requirements.txt)")
         self.space, self.budget, self.seed = space, budget, seed
-        self.rejects, self.startup_trials = rejects, startup_trials
+        self.rejects, self.startup_trials, self.neighbour_starts = rejects, startup_trials, neighbour_starts
         self.distributions = {knob.name: _distribution(knob) for knob in space.knobs}
         self.trials: list[dict] = [dict(trial) for trial in trials]
 
     # -- outcomes -----------------------------------------------------------------------------------------------
-    def record_result(self, params: t.Mapping, rate_rps: float | None, gpu_minutes: float) -> dict:
-        """The candidate started and was measured: ``rate_rps`` is its highest rate meeting the SLO (None: none)."""
-        return self._record(params, "complete", value=float(rate_rps or 0.0), gpu_minutes=gpu_minutes)
+    def record_result(self, params: t.Mapping, rate_rps: float | None, gpu_minutes: float,
+                      estimate_rps: float | None = None) -> dict:
+        """The candidate started and was measured: ``rate_rps`` is its highest rate meeting the SLO (None: none),
+        ``estimate_rps`` its capacity as the rate search estimates it (ranks the candidates; default the rate)."""
+        trial = self._record(params, "complete", value=float(rate_rps or 0.0), gpu_minutes=gpu_minutes)
+        trial["estimate_rps"] = float(estimate_rps) if estimate_rps is not None else trial["value"]
+        return trial
 
     def record_failed_start(self, params: t.Mapping, reason: str, gpu_minutes: float) -> dict:
         """The candidate did not start (OOM, config error): an infeasible point, never proposed again."""
@@ -139,17 +161,25 @@ class GoodputSearch:
         started = [trial for trial in self.trials if trial["state"] != "invalid"]
         return {"restarts": len(started), "gpu_minutes": round(sum(trial["gpu_minutes"] for trial in started), 3)}
 
-    def stop_reason(self) -> str | None:
-        """Why no further candidate is started, or None. A GPU-minute budget stops before a start whose typical
-        cost (the median of the starts so far) would overrun it."""
+    def _budget_reason(self, reserved_starts: int = 0) -> str | None:
+        """Why the budget allows no start beyond ``reserved_starts`` more, or None. A GPU-minute budget stops
+        before a start whose typical cost (the median of the starts so far) would overrun it."""
         spent = self.spent()
-        if self.budget.max_restarts is not None and spent["restarts"] >= self.budget.max_restarts:
+        if self.budget.max_restarts is not None and spent["restarts"] + reserved_starts >= self.budget.max_restarts:
             return f"budget spent: {spent['restarts']} of {self.budget.max_restarts} restarts"
         costs = [trial["gpu_minutes"] for trial in self.trials if trial["state"] != "invalid"]
         expected = statistics.median(costs) if costs else 0.0
-        if self.budget.max_gpu_minutes is not None and spent["gpu_minutes"] + expected > self.budget.max_gpu_minutes:
+        if self.budget.max_gpu_minutes is not None and \
+                spent["gpu_minutes"] + expected * (1 + reserved_starts) > self.budget.max_gpu_minutes:
             return (f"budget spent: {spent['gpu_minutes']:g} of {self.budget.max_gpu_minutes:g} GPU-minutes "
                     f"(a start costs about {expected:g})")
+        return None
+
+    def stop_reason(self) -> str | None:
+        """Why no further candidate is started, or None."""
+        budget = self._budget_reason()
+        if budget is not None:
+            return budget
         rejected = self._rejected_in_a_row()
         if rejected >= MAX_REJECTED_IN_A_ROW:
             return (f"the last {rejected} candidates were all rejected (the latest: {self.trials[-1]['reason']}); "
@@ -182,6 +212,10 @@ class GoodputSearch:
         return None
 
     def _propose(self) -> dict | None:
+        if self.neighbour_starts and self._budget_reason(self.neighbour_starts) is not None:
+            neighbours = self._untried_neighbours()
+            if neighbours:
+                return random.Random(self.seed + len(self.trials)).choice(neighbours)
         study = self._study()
         for _ask in range(MAX_ASKS):
             trial = study.ask(self.distributions)
@@ -203,14 +237,28 @@ class GoodputSearch:
         """The optuna trial of one recorded outcome (a failed or refused start: infeasible, value 0)."""
         common = {"params": trial["params"], "distributions": self.distributions}
         if trial["state"] == "complete":
-            return create_trial(state=TrialState.COMPLETE, value=trial["value"], **common)
+            return create_trial(state=TrialState.COMPLETE, value=objective(trial), **common)
         return create_trial(state=TrialState.COMPLETE, value=0.0, constraints={INFEASIBLE_CONSTRAINT: 1.0}, **common)
 
     @staticmethod
     def _tell_again(study: t.Any, trial: t.Any, known: dict) -> None:
         if known["state"] != "complete":
             trial.set_constraint(INFEASIBLE_CONSTRAINT, 1.0)
-        study.tell(trial, known["value"] or 0.0)
+        study.tell(trial, objective(known) if known["state"] == "complete" else 0.0)
+
+    def _untried_neighbours(self) -> list[dict]:
+        """The candidates one knob step away from the best so far that are not in the history."""
+        best = self.best(1)
+        if not best or not best[0]["value"]:
+            return []
+        seen = {self.space.key(trial["params"]) for trial in self.trials}
+        neighbours = []
+        for knob in self.space.knobs:
+            for value in knob.neighbours(best[0]["params"][knob.name]):
+                candidate = {**best[0]["params"], knob.name: value}
+                if self.space.key(candidate) not in seen:
+                    neighbours.append(candidate)
+        return neighbours
 
     def _unseen_grid_point(self) -> dict | None:
         """A random candidate of a finite grid not in the history (seeded like the sampler); None if none."""
@@ -225,19 +273,22 @@ class GoodputSearch:
 
     # -- results and state --------------------------------------------------------------------------------------
     def best(self, count: int = 1) -> list[dict]:
-        """The ``count`` completed trials with the highest rate (the ones to re-verify before adopting)."""
+        """The ``count`` completed trials with the highest objective (the ones to re-verify before adopting)."""
         completed = [trial for trial in self.trials if trial["state"] == "complete"]
-        return sorted(completed, key=lambda trial: (-trial["value"], trial["number"]))[:count]
+        return sorted(completed, key=lambda trial: (-objective(trial), trial["number"]))[:count]
 
     def to_json(self) -> dict:
         return {"schema_version": SCHEMA_VERSION, "seed": self.seed, "startup_trials": self.startup_trials,
+                "neighbour_starts": self.neighbour_starts,
                 "space": self.space.as_dict(), "budget": self.budget.as_dict(), "spent": self.spent(),
                 "stop_reason": self.stop_reason(), "trials": self.trials}
 
     @classmethod
     def from_json(cls, state: dict, space: SearchSpace, budget: Budget,
-                  rejects: t.Callable[[dict], str | None] | None = None) -> "GoodputSearch":
-        """Resume from ``to_json()``; the space must be the one it was made for (the budget may have grown)."""
+                  rejects: t.Callable[[dict], str | None] | None = None,
+                  neighbour_starts: int = 0) -> "GoodputSearch":
+        """Resume from ``to_json()``; the space must be the one it was made for (the budget and the neighbour
+        starts may have changed)."""
         if state.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(f"search state: schema_version {state.get('schema_version')!r} is not "
                              f"{SCHEMA_VERSION}; start a new search")
@@ -249,4 +300,4 @@ class GoodputSearch:
                 raise ValueError(f"search state: trial {trial.get('number')} has state {trial.get('state')!r}, "
                                  f"not one of {', '.join(STATES)}")
         return cls(space, budget, seed=state["seed"], rejects=rejects, startup_trials=state["startup_trials"],
-                   trials=state["trials"])
+                   neighbour_starts=neighbour_starts, trials=state["trials"])

@@ -105,6 +105,36 @@ def test_a_rate_the_client_cannot_drive_bounds_the_search_and_is_reported():
     assert "the client could not drive it" in result["reason"]
 
 
+def power_law_server(capacity: float, power: float = 4.0):
+    """TTFT p90 grows like a power of the offered rate and meets its 1 s target exactly at ``capacity``."""
+    def measure(rate, repeats):
+        observed = 1000.0 * (rate / capacity) ** power
+        return [{"slo_holds": observed <= 1000.0, "goodput_rps": rate,
+                 "slo": {"ttft_ms": {"target": 1000.0, "percentile": 90.0, "observed": observed}}}] * repeats
+    return measure
+
+
+def test_the_estimate_places_the_capacity_inside_the_bracket_from_the_slo_margins():
+    results = {capacity: find_max_rate(power_law_server(capacity), start_rate=1.0, resolution=0.1, repeats=2)
+               for capacity in (7.4, 7.7)}
+    for capacity, result in results.items():
+        lower, upper = result["bracket"]
+        assert result["rate_rps"] == lower < capacity < upper
+        assert result["estimate_rps"] == pytest.approx(capacity, rel=1e-6)  # a power law is a line on log-log axes
+        margins = {probe["rate_rps"]: probe["slo_margin"] for probe in result["probes"]}  # recorded per run
+        assert max(margins[lower]) < 1 < min(margins[upper])
+    # 4 % apart: the same promised rate (one bracket of 10 %), told apart by the estimate
+    assert results[7.4]["rate_rps"] == results[7.7]["rate_rps"]
+    assert results[7.4]["estimate_rps"] < results[7.7]["estimate_rps"]
+
+
+@pytest.mark.parametrize("server", [SyntheticServer(seed=2).measure,  # runs without SLO details
+                                    SyntheticServer(client_limit=3.0).measure])  # the client bounded the search
+def test_without_margins_on_both_sides_the_estimate_is_the_promised_rate(server):
+    result = find_max_rate(server, start_rate=1.0)
+    assert result["estimate_rps"] == result["rate_rps"] is not None
+
+
 @pytest.mark.parametrize(("options", "message"), [
     ({"start_rate": 0}, "start_rate must be a number > 0"),
     ({"start_rate": 1.0, "min_rate": 2.0}, "min_rate (2) must not exceed start_rate (1)"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.plugin_utils.search_space import parse_space
+from ansible_collections.llmops.sglang.plugins.plugin_utils.search_space import parse_knob, parse_space
 
 KNOBS = {
     "max_running_requests": {"low": 16, "high": 128, "step": 16},
@@ -36,6 +36,20 @@ def test_a_float_range_without_step_is_continuous_so_the_grid_has_no_size():
     space = parse_space({"schedule_conservativeness": {"low": 0.3, "high": 1.5, "log": True}})
     assert space.grid_size() is None
     assert space.knobs[0].log
+
+
+@pytest.mark.parametrize(("spec", "value", "neighbours"), [
+    ({"values": [8, 16, 32]}, 16, [8, 32]),
+    ({"values": ["fcfs", "lpm"]}, "fcfs", ["lpm"]),
+    ({"low": 16, "high": 128, "step": 16}, 128, [112]),
+    ({"low": 1, "high": 8}, 1, [2]),
+    ({"low": 0.80, "high": 0.88, "step": 0.02}, 0.84, [0.82, 0.86]),
+    ({"low": 0.0, "high": 0.8}, 0.05, [0.15]),
+    ({"low": 0.25, "high": 64.0, "log": True}, 1.0, [0.5, 2.0]),
+])
+def test_a_knobs_neighbours_are_one_step_away_within_its_bounds(spec, value, neighbours):
+    expected = neighbours if isinstance(neighbours[0], str) else pytest.approx(neighbours)
+    assert parse_knob("knob", spec).neighbours(value) == expected
 
 
 def test_sampled_stepped_floats_are_the_values_the_user_wrote():

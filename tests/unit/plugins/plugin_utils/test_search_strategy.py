@@ -171,6 +171,45 @@ def test_best_lists_the_completed_candidates_to_reverify_highest_first():
     assert all(trial["state"] == "complete" for trial in best)
 
 
+def one_step_apart(first: dict, second: dict) -> bool:
+    changed = [knob for knob in SPACE.knobs if first[knob.name] != second[knob.name]]
+    return len(changed) == 1 and second[changed[0].name] in changed[0].neighbours(first[changed[0].name])
+
+
+@pytest.mark.parametrize("budget", [Budget(max_restarts=12), Budget(max_gpu_minutes=60.0)])
+def test_the_last_starts_go_to_untried_neighbours_of_the_best_so_far(budget):
+    search = GoodputSearch(SPACE, budget, seed=4, neighbour_starts=3)
+    proposed = run_search(search)  # every start costs 5 GPU-minutes: 60 of them pay for 12 starts
+    assert len(proposed) == 12
+    plain = run_search(GoodputSearch(SPACE, budget, seed=4))
+    assert proposed[:9] == plain[:9] and proposed[9:] != plain[9:]  # TPE's proposals until the reserved starts
+    for number in (9, 10, 11):
+        earlier = GoodputSearch(SPACE, budget, trials=search.trials[:number])
+        best = earlier.best(1)[0]["params"]
+        assert one_step_apart(best, proposed[number]), (best, proposed[number])
+        assert SPACE.key(proposed[number]) not in {SPACE.key(params) for params in proposed[:number]}
+    assert search.to_json()["neighbour_starts"] == 3
+
+
+def test_without_untried_neighbours_the_reserved_starts_go_back_to_tpe():
+    small = parse_space({"page_size": {"values": [1, 16]}, "max_running_requests": {"values": [32, 64]}})
+    search = GoodputSearch(small, Budget(max_restarts=4), seed=1, startup_trials=1, neighbour_starts=3)
+    while (params := search.next_candidate()) is not None:
+        search.record_result(params, params["max_running_requests"] / 10 + params["page_size"] / 100, 1.0)
+    assert search.stop_reason() == "budget spent: 4 of 4 restarts" and len(search.trials) == 4
+
+
+def test_candidates_are_ranked_by_their_capacity_estimate_and_promise_their_confirmed_rate():
+    search = GoodputSearch(SPACE, Budget(max_restarts=5), seed=0)
+    low, high = GRID[3], GRID[4]
+    search.record_result(low, 7.0, 5.0, estimate_rps=7.2)
+    search.record_result(high, 7.0, 5.0, estimate_rps=7.6)
+    best = search.best(2)
+    assert [trial["params"] for trial in best] == [high, low] and best[0]["value"] == 7.0
+    assert search_strategy.objective({"value": 6.5}) == 6.5  # recorded before estimates
+    assert [trial.value for trial in search._study().trials] == [7.2, 7.6]  # what TPE learns from
+
+
 @pytest.mark.parametrize(("budget", "message"), [
     ({}, "search.budget: set max_restarts and/or max_gpu_minutes"),
     ({"max_restarts": 0}, "search.budget.max_restarts: must be an integer >= 1, got 0"),
