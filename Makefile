@@ -26,11 +26,11 @@ integration: setup
 lint: setup
 	@bash scripts/lint.sh
 
-demo: setup
-	@bash scripts/demo.sh
+demo: setup  ## ARGS: options of `llmops-sglang tune`, e.g. make demo ARGS="-e tuning_run_sequential=null"
+	@bash scripts/demo.sh $(ARGS)
 
 demo-slo: setup  ## the goodput search on the demo host (examples/demo-slo.yml); prints the recommendation
-	@bash scripts/demo-slo.sh
+	@bash scripts/demo-slo.sh $(ARGS)
 
 sandbox-up: setup
 	@$(PY) -m tests.sandbox up --hosts $${HOSTS:-1} --emulator

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # `make demo`: sandbox fleet with the SGLang emulator -> tune.yml on inventory/ (the embedded default) -> teardown.
+# Arguments go to `llmops-sglang tune` (-e key=value or -e @file, --stages, -v, ...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
@@ -11,9 +12,6 @@ fi
 $py -m tests.sandbox down >/dev/null 2>&1 || true  # a fleet left by an interrupted run
 trap '$py -m tests.sandbox down' EXIT
 $py -m tests.sandbox up --hosts 1 --emulator || exit 1
-PATH=$PWD/.venv/bin:$PATH ANSIBLE_CONFIG=$PWD/ansible.cfg ansible-playbook tune.yml -i inventory "$@"
-rc=$?
-if [[ $rc -eq 0 ]]; then
-    echo "report: $PWD/runs/latest/report.html (also report.md, summary.json in $(readlink -f runs/latest))"
-fi
-exit $rc
+# The CLI runs tune.yml through the Python API (ansible-runner), as operators and the tests run it; it prints the
+# run's tables, its directory and where the report is.
+PATH=$PWD/.venv/bin:$PATH .venv/bin/llmops-sglang tune -i inventory "$@"
