@@ -91,17 +91,22 @@ CACHE = ROOT / ".cache" / "verdict-cost"
 
 @dataclasses.dataclass(frozen=True)
 class CostModel:
-    """Real-GPU seconds of one candidate measurement: a restart, then per level a warm-up and each timed run."""
+    """Real-GPU seconds of one candidate measurement: a restart, then per level a warm-up and each timed run.
+
+    Two warm-ups: ``full_warmup_s`` (requests of the full output length: the pipeline before issue 18, the fixed
+    policy's) and ``warmup_s`` (of the bench module's ``warmup_output_len`` tokens: the pipeline now)."""
 
     gpus: int
     restart_s: float
+    full_warmup_s: dict[int, float]
     warmup_s: dict[int, float]
     run_s: dict[int, float]
     throughput: dict[int, float]
 
-    def gpu_minutes(self, runs_per_level: dict[int, int]) -> float:
+    def gpu_minutes(self, runs_per_level: dict[int, int], *, full_warmups: bool = False) -> float:
         """GPUs x wall minutes of a restart and the levels measured (a level not measured costs nothing)."""
-        seconds = self.restart_s + sum(self.warmup_s[c] + runs * self.run_s[c] for c, runs in runs_per_level.items())
+        warmup_s = self.full_warmup_s if full_warmups else self.warmup_s
+        seconds = self.restart_s + sum(warmup_s[c] + runs * self.run_s[c] for c, runs in runs_per_level.items())
         return self.gpus * seconds / 60.0
 
     def repeat_minutes(self) -> float:
@@ -131,18 +136,24 @@ def real_case_cost_model() -> CostModel:
 
     Restart: the profile's startup phases (weights, draft, graphs, ...) plus the old server's shutdown. Levels: the
     perf model's steady-state tok/s of the baseline at 1000/1000, times the bench module's default requests
-    (max(2C, 4)) and warm-up requests (max(C, 4)) of 1000 output tokens each."""
+    (max(2C, 4)) of 1000 output tokens; warm-up requests (max(C, 4)) of 1000 tokens before issue 18 and of the
+    bench module's warmup_output_len (32) now, at the perf model's tok/s for 1000-in/32-out (prefill included)."""
     with _demo_profile():
         profile, shape = load_profile(DEMO_PROFILE), load_model_shape(str(MODEL))
         args = prepare_server_args(BASELINE_ARGS)
         perf, memory = build_perf_model(profile, args, shape), plan_memory(args, shape, profile)
-    throughput = {c: expected_output_throughput(perf, c, INPUT_LEN, OUTPUT_LEN, memory.max_running_requests)
-                  for c in LEVELS}
-    bench = BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=LEVELS)
+        throughput = {c: expected_output_throughput(perf, c, INPUT_LEN, OUTPUT_LEN, memory.max_running_requests)
+                      for c in LEVELS}
+        bench = BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=LEVELS, input_len=INPUT_LEN,
+                            output_len=OUTPUT_LEN)
+        warmup_tokens = bench.warmup_tokens()
+        warmup_throughput = {c: expected_output_throughput(perf, c, INPUT_LEN, warmup_tokens,
+                                                           memory.max_running_requests) for c in LEVELS}
     startup = {phase: seconds for phase, seconds in dataclasses.asdict(profile.startup).items() if phase.endswith("_s")}
     return CostModel(
         gpus=profile.gpu.count, restart_s=sum(startup.values()),
-        warmup_s={c: bench.warmup_for(c) * OUTPUT_LEN / throughput[c] for c in LEVELS},
+        full_warmup_s={c: bench.warmup_for(c) * OUTPUT_LEN / throughput[c] for c in LEVELS},
+        warmup_s={c: bench.warmup_for(c) * warmup_tokens / warmup_throughput[c] for c in LEVELS},
         run_s={c: bench.requests_for(c) * OUTPUT_LEN / throughput[c] for c in LEVELS},
         throughput=throughput,
     )
@@ -203,21 +214,29 @@ def _no_progress(_event: dict) -> None:
 
 @dataclasses.dataclass
 class Tally:
+    """One policy's trials of a cell. ``gpu_minutes`` at the policy's warm-ups (the fixed policy is the pipeline
+    before issue 18: full-length warm-ups), ``full_warmup_gpu_minutes`` with full-length warm-ups for every policy
+    (what the stopping rule saves alone)."""
+
+    full_warmups: bool
     adopted: int = 0
     gpu_minutes: float = 0.0
+    full_warmup_gpu_minutes: float = 0.0
     runs: int = 0
     levels: int = 0
     trials: int = 0
 
     def add(self, adopted: bool, runs_per_level: dict[int, int], cost: CostModel) -> None:
         self.adopted += adopted
-        self.gpu_minutes += cost.gpu_minutes(runs_per_level)
+        self.gpu_minutes += cost.gpu_minutes(runs_per_level, full_warmups=self.full_warmups)
+        self.full_warmup_gpu_minutes += cost.gpu_minutes(runs_per_level, full_warmups=True)
         self.runs += sum(runs_per_level.values())
         self.levels += len(runs_per_level)
         self.trials += 1
 
     def as_dict(self) -> dict:
         return {"adopt_pct": 100.0 * self.adopted / self.trials, "gpu_min": self.gpu_minutes / self.trials,
+                "full_warmup_gpu_min": self.full_warmup_gpu_minutes / self.trials,
                 "repeats_per_level": self.runs / self.levels, "levels_measured": self.levels / self.trials}
 
 
@@ -230,7 +249,7 @@ def simulate_cell(scenario: Scenario, trials: int, seed: int, cost: CostModel, o
                   policies: t.Sequence[str] = tuple(POLICIES)) -> dict:
     """``trials`` seeded trials of one scenario under each policy (same draws); ``options`` is the stopping rule."""
     rng = random.Random(seed)
-    tallies = {policy: Tally() for policy in policies}
+    tallies = {policy: Tally(full_warmups=policy == "fixed") for policy in policies}
     max_repeats = options.get("max_repeats", DESIGN_DEFAULTS["max_repeats"])
     for _trial in range(trials):
         trial = Trial(rng, scenario, cost.throughput, max_repeats)
@@ -305,6 +324,9 @@ def headline(cells: list[dict]) -> dict:
                                           lambda cell: cell["effect_pct"] >= MISSED_FROM_PCT - 1e-9),
         }
     numbers["ratio"] = numbers["fixed"]["gpu_min"] / numbers["sequential"]["gpu_min"]
+    # the stopping rule alone, both policies with full-length warm-ups
+    numbers["rule_ratio"] = numbers["fixed"]["gpu_min"] / _pooled(cells, "sequential", "full_warmup_gpu_min",
+                                                                  lambda cell: True)
     return numbers
 
 
@@ -330,14 +352,18 @@ def last_line(numbers: dict) -> str:
 
 
 def cost_lines(cost: CostModel, instance_cv: float) -> list[str]:
-    levels = ", ".join(f"C={c}: {cost.throughput[c]:.0f} tok/s, warm-up {cost.warmup_s[c]:.0f} s, "
+    levels = ", ".join(f"C={c}: {cost.throughput[c]:.0f} tok/s, warm-up {cost.full_warmup_s[c]:.0f} -> "
+                       f"{cost.warmup_s[c]:.0f} s, "
                        f"run {cost.run_s[c]:.0f} s" for c in LEVELS)
-    fixed = cost.gpu_minutes({c: FIXED_REPEATS for c in LEVELS})
+    fixed = cost.gpu_minutes({c: FIXED_REPEATS for c in LEVELS}, full_warmups=True)
     return [
         f"cost model (demo profile, real-GPU seconds): {cost.gpus} GPUs; restart {cost.restart_s:.0f} s (startup "
         "phases + shutdown); one repeat of the 1000/1000 sweep "
         f"{cost.repeat_minutes():.1f} min; a fixed 5-repeat configuration {fixed:.1f} GPU-min",
         f"levels: {levels}",
+        "warm-ups: fixed policy (the pipeline before issue 18) full-length, "
+        f"{sum(cost.full_warmup_s.values()):.0f} s a sweep; sequential (now) of warmup_output_len tokens, "
+        f"{sum(cost.warmup_s.values()):.0f} s a sweep",
         f"noise: run CV as in the rows, per server start instance CV {100 * instance_cv:.1f}% (demo profile)",
     ]
 
@@ -394,6 +420,7 @@ def main(argv: list[str] | None = None) -> int:
     for line in drift_lines(drift_rows):
         print(line)
     problems = target_failures(numbers)
+    print(f"\nthe stopping rule alone (sequential with full-length warm-ups): ratio {numbers['rule_ratio']:.2f}x")
     print(f"\n{trials} trials per cell, seed {args.seed}, {time.monotonic() - started:.0f} s; targets: "
           + ("all met" if not problems else "NOT MET: " + "; ".join(problems)))
     CACHE.mkdir(parents=True, exist_ok=True)

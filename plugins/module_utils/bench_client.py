@@ -93,6 +93,11 @@ PROMPT_WORDS = (
 # ``client`` (the benchmark client itself could not run, e.g. bench_serving exited non-zero).
 ERROR_KINDS = ("auth", "unreachable", "requests_failed", "time_limit", "server", "client")
 DEFAULT_MAX_FAILED_SHARE = 0.01
+# Output tokens of a closed-loop warm-up request (capped at output_len), as sglang.bench_serving warms up
+# (sglang 0.5.11 python/sglang/bench_serving.py, benchmark(): ``output_len=min(test_request.output_len, 32)``):
+# a warm-up has to run every batch size and prompt shape of the level once, not to generate a full answer.
+# On the design's real case (1000 output tokens, C=1..64) the full-length warm-ups were 117 s of every sweep.
+WARMUP_OUTPUT_LEN = 32
 # A stopping rule: after each timed run of a level, None to measure another (up to ``repeats``), or a record of why
 # the level is done; ``ends_sweep`` in it leaves the remaining levels unmeasured (sweep_stats.sequential_stop_rule).
 StopRule = t.Callable[[int, t.List[dict]], t.Optional[dict]]
@@ -117,6 +122,7 @@ class BenchConfig:
     concurrency_levels: tuple[int, ...] = DEFAULT_CONCURRENCY_LEVELS
     requests_per_level: int | None = None
     warmup_requests: int | None = None
+    warmup_output_len: int = WARMUP_OUTPUT_LEN
     repeats: int = 3
     input_len: int = 1000
     output_len: int = 1000
@@ -167,6 +173,10 @@ class BenchConfig:
         """
         return self.warmup_requests if self.warmup_requests is not None else max(concurrency, 4)
 
+    def warmup_tokens(self) -> int:
+        """Output tokens of each closed-loop warm-up request."""
+        return min(self.output_len, self.warmup_output_len)
+
     def plan(self) -> list[dict]:
         if self.arrival is not None:
             return [{"request_rate": rate,
@@ -202,7 +212,7 @@ def _validate_config(config: BenchConfig) -> None:
                              "flight; raise it or leave it unset (default max(2*C, 4))")
     if config.warmup_requests is not None:
         _require_at_least("warmup_requests", config.warmup_requests, 0)
-    for name in ("repeats", "input_len", "output_len"):
+    for name in ("repeats", "input_len", "output_len", "warmup_output_len"):
         _require_at_least(name, getattr(config, name), 1)
     _require_at_least("request_timeout_s", config.request_timeout_s, 0, strict=True)
     if config.level_timeout_s is not None:
@@ -497,7 +507,7 @@ def new_sweep(config: BenchConfig, engine: str) -> dict:
         "schema_version": SCHEMA_VERSION, "started_at": _utc_now(), "finished_at": None, "engine": engine,
         "base_url": config.base_url, "endpoint": config.endpoint, "model": config.model,
         "input_len": config.input_len, "output_len": config.output_len, "repeats": config.repeats,
-        "max_failed_share": config.max_failed_share, "levels": [], "not_measured": [], "failed_level": None,
+        "warmup_output_len": config.warmup_tokens(), "max_failed_share": config.max_failed_share, "levels": [], "not_measured": [], "failed_level": None,
         "error": None,
         "error_kind": None,
         "client": client_versions(),
@@ -600,14 +610,14 @@ class _LevelRunner:
         self.prompt_counter = 0
         self.stop_rule = stop_rule
 
-    def bodies(self, count: int) -> list[bytes]:
+    def bodies(self, count: int, output_len: int) -> list[bytes]:
         config = self.config
         bodies = []
         for _request in range(count):
             self.prompt_counter += 1
             seed = config.seed * 1_000_000_007 + self.prompt_counter
             prompt = text_prompt(self.words, seed) if self.words else token_id_prompt(config.input_len, seed)
-            bodies.append(json.dumps(request_body(config.endpoint, self.model, prompt, config.output_len)).encode())
+            bodies.append(json.dumps(request_body(config.endpoint, self.model, prompt, output_len)).encode())
         return bodies
 
     def next_seed(self) -> int:
@@ -713,9 +723,11 @@ class _LevelRunner:
         if not record.done and record.error is None:
             record.error = "stream ended without data: [DONE]"
 
-    async def run_batch(self, concurrency: int, count: int) -> tuple[list[RequestRecord], float, float]:
-        """Send ``count`` requests keeping ``concurrency`` in flight; return the records, wall and client CPU time."""
-        pending = iter(self.bodies(count))
+    async def run_batch(self, concurrency: int, count: int,
+                        output_len: int | None = None) -> tuple[list[RequestRecord], float, float]:
+        """Send ``count`` requests (of ``output_len`` tokens, default the config's) keeping ``concurrency`` in
+        flight; return the records, wall and client CPU time."""
+        pending = iter(self.bodies(count, output_len or self.config.output_len))
         records: list[RequestRecord] = []
 
         async def worker() -> None:
@@ -783,7 +795,7 @@ async def _run_level(runner: _LevelRunner, concurrency: int, progress: t.Callabl
     progress({"event": "level_start", "concurrency": concurrency, "warmup_requests": warmup,
               "requests": config.requests_for(concurrency), "repeats": config.repeats})
     if warmup:
-        records, _wall_s, _cpu_s = await runner.run_batch(concurrency, warmup)
+        records, _wall_s, _cpu_s = await runner.run_batch(concurrency, warmup, config.warmup_tokens())
         if not any(record.ok for record in records):
             raise BenchAborted(f"warm-up: all {warmup} requests failed: {records[0].error}", "requests_failed")
     # Everything alive now (session, interpreter state) outlives the timed runs; frozen objects are skipped by the

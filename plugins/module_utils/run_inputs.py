@@ -177,7 +177,8 @@ def check_bench(checker: Checker, bench: t.Any) -> None:
     if bench is None:
         return
     known = ("concurrency_levels", "repeats", "input_len", "output_len", "endpoint", "request_timeout_s",
-             "level_timeout_s", "requests_per_level", "warmup_requests", "max_failed_share", "steady_state", "seed",
+             "level_timeout_s", "requests_per_level", "warmup_requests", "warmup_output_len", "max_failed_share",
+             "steady_state", "seed",
              "engine", "model")
     for key in bench:
         if key in BENCH_PIPELINE_OWNED:
@@ -194,7 +195,7 @@ def check_bench(checker: Checker, bench: t.Any) -> None:
             level = checker.check(as_int, f"{path}.concurrency_levels[{index}]", value, minimum=1)
             if level is not None:
                 levels.append(level)
-    for key in ("repeats", "input_len", "output_len"):
+    for key in ("repeats", "input_len", "output_len", "warmup_output_len"):
         if key in bench:
             checker.check(as_int, f"{path}.{key}", bench[key], minimum=1)
     for key in ("request_timeout_s", "level_timeout_s"):

@@ -105,6 +105,14 @@ options:
       - Warm-up requests per level, sent at the level's concurrency and excluded from the results.
       - Default (null) is V(max(C, 4)) per level, so every batch size a level uses has run before timing starts.
     type: int
+  warmup_output_len:
+    description:
+      - Output tokens of each closed-loop warm-up request (at most O(output_len)). A warm-up has to run each batch
+        size and prompt shape once, not to generate full answers; 32 is what C(sglang.bench_serving) warms up with
+        (C(min(output_len, 32)); engine V(sglang_bench_serving) always uses its own). Open-loop warm-ups send the
+        workload's lengths.
+    type: int
+    default: 32
   repeats:
     description:
       - Timed runs per level. Five or more give P(llmops.sglang.compare_sweeps#filter) full-confidence verdicts;
@@ -568,6 +576,10 @@ sweep:
       description: Requested output tokens.
       type: int
       sample: 1000
+    warmup_output_len:
+      description: Output tokens of each closed-loop warm-up request (V(min(output_len, warmup_output_len))).
+      type: int
+      sample: 32
     repeats:
       description: Timed runs per level (with O(reference_sweep) the most a level may take, O(sequential.max_repeats)).
       type: int
@@ -686,6 +698,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import 
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
     DEFAULT_CONCURRENCY_LEVELS,
     ENDPOINT_PATHS,
+    WARMUP_OUTPUT_LEN,
     BenchConfig,
     format_progress,
     run_sweep,
@@ -752,6 +765,7 @@ def argument_spec() -> dict:
         concurrency_levels=dict(type="list", elements="int", default=list(DEFAULT_CONCURRENCY_LEVELS)),
         requests_per_level=dict(type="int"),
         warmup_requests=dict(type="int"),
+        warmup_output_len=dict(type="int", default=WARMUP_OUTPUT_LEN),
         repeats=dict(type="int", default=3),
         reference_sweep=dict(type="dict"),
         sequential=dict(type="dict", options=sequential_spec()),
@@ -806,6 +820,13 @@ def arrival_from_params(params: dict) -> Arrival | None:
                    burstiness=arrival["burstiness"], max_concurrency=arrival["max_concurrency"])
 
 
+def warmup_output_len_from_params(params: dict) -> int:
+    if params["engine"] != "native" and params["warmup_output_len"] != WARMUP_OUTPUT_LEN:
+        raise ValueError(f"warmup_output_len: sglang.bench_serving warms up with min(output_len, {WARMUP_OUTPUT_LEN}) "
+                         "tokens of its own; leave it unset with engine=sglang_bench_serving")
+    return params["warmup_output_len"]
+
+
 def sequential_from_params(params: dict) -> dict | None:
     """The stopping rule against ``reference_sweep`` (``sweep.sequential``), or None for a fixed repeat count."""
     if params["reference_sweep"] is None:
@@ -820,7 +841,9 @@ def config_from_params(params: dict, sequential: dict | None) -> BenchConfig:
     return BenchConfig(
         base_url=base_url, endpoint=params["endpoint"], model=params["model"],
         concurrency_levels=tuple(params["concurrency_levels"]), requests_per_level=params["requests_per_level"],
-        warmup_requests=params["warmup_requests"], repeats=repeats, input_len=params["input_len"],
+        warmup_requests=params["warmup_requests"], warmup_output_len=warmup_output_len_from_params(params),
+        repeats=repeats,
+        input_len=params["input_len"],
         output_len=params["output_len"], request_timeout_s=params["request_timeout_s"],
         level_timeout_s=params["level_timeout_s"], steady_state=params["steady_state"], api_key=params["api_key"],
         seed=params["seed"], max_failed_share=params["max_failed_share"],

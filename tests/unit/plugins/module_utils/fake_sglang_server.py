@@ -38,6 +38,7 @@ class Counters:
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests = 0
+        self.max_tokens: dict[str, int] = {}  # /v1/completions requests per max_tokens asked for
 
     def enter(self) -> None:
         self.in_flight += 1
@@ -105,7 +106,7 @@ class FakeSGLang:
     async def stats(self, _request: web.Request) -> web.Response:
         counters = self.counters
         return web.json_response({"in_flight": counters.in_flight, "max_in_flight": counters.max_in_flight,
-                                  "requests": counters.requests})
+                                  "requests": counters.requests, "max_tokens": counters.max_tokens})
 
     async def stream(self, request: web.Request, chunks: t.AsyncIterator[bytes]) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -135,6 +136,8 @@ class FakeSGLang:
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        asked = str(body["max_tokens"])
+        self.counters.max_tokens[asked] = self.counters.max_tokens.get(asked, 0) + 1
         prompt = body["prompt"]
         prompt_tokens = len(prompt) if isinstance(prompt, list) else len(str(prompt).split())
         return await self.stream(request, self.openai_chunks(body, "text_completion", prompt_tokens))

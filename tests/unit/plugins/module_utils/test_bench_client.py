@@ -178,6 +178,20 @@ def test_format_progress_is_one_greppable_line() -> None:
 
 # ---- against the streaming server --------------------------------------------------------------------------------
 
+@pytest.mark.parametrize(("output_len", "warmup_output_len", "warmup_tokens"), [(40, 32, 32), (24, 32, 24),
+                                                                              (40, 40, 40)])
+def test_warm_up_requests_ask_for_warmup_output_len_tokens_and_timed_ones_for_output_len(
+        output_len: int, warmup_output_len: int, warmup_tokens: int) -> None:
+    with running_server("--ttft-ms", "1", "--token-ms", "1") as (base_url, _process):
+        sweep = run_sweep(config(base_url, concurrency_levels=(2,), repeats=1, requests_per_level=4,
+                                 output_len=output_len, warmup_output_len=warmup_output_len))
+        stats = server_stats(base_url)
+    assert sweep["error"] is None and sweep["warmup_output_len"] == warmup_tokens
+    assert sweep["levels"][0]["runs"][0]["tokens"] == 4 * output_len
+    asked = {int(tokens): count for tokens, count in stats["max_tokens"].items()}
+    assert asked == ({warmup_tokens: 4, output_len: 4} if warmup_tokens != output_len else {output_len: 8})
+
+
 @pytest.mark.parametrize("endpoint", ["completions", "chat", "generate"])
 def test_sweep_counts_tokens_and_keeps_exactly_c_in_flight(endpoint: str) -> None:
     with running_server("--ttft-ms", str(TTFT_MS), "--token-ms", str(TOKEN_MS)) as (base_url, _process):

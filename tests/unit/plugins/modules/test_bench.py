@@ -288,3 +288,14 @@ def test_a_bad_line_in_the_lengths_file_fails_naming_line_and_field(tmp_path: Pa
                                                                            "file": str(requests)}), tmp_path, capsys)
     assert code == 1 and result["error_kind"] == "input"
     assert result["msg"] == f"lengths.file {requests} line 2: output_tokens must be an integer >= 1, got -1"
+
+
+@pytest.mark.parametrize(("overrides", "message"), [
+    (dict(warmup_output_len=0), "warmup_output_len must be a number >= 1, got 0"),
+    (dict(engine="sglang_bench_serving", warmup_output_len=64),
+     "warmup_output_len: sglang.bench_serving warms up with min(output_len, 32) tokens of its own"),
+])
+def test_a_wrong_warm_up_length_fails_before_any_request(overrides: dict, message: str, tmp_path: Path,
+                                                         capsys: pytest.CaptureFixture) -> None:
+    code, result = run_module(small_sweep("http://127.0.0.1:9", **overrides), tmp_path, capsys)
+    assert code == 1 and message in result["msg"] and result["error_kind"] == "input"

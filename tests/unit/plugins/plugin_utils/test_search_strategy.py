@@ -135,7 +135,7 @@ def test_a_gpu_minute_budget_stops_before_a_start_it_cannot_pay_for():
     search = GoodputSearch(SPACE, Budget(max_gpu_minutes=18.0), seed=0)
     run_search(search, minutes=4.0)
     assert search.spent() == {"restarts": 4, "gpu_minutes": 16.0}
-    assert search.stop_reason() == "budget spent: 16 of 18 GPU-minutes (a start costs about 4)"
+    assert search.stop_reason() == "budget spent: 16 of 18 GPU-minutes (a start costs up to 4)"
 
 
 def test_the_same_candidate_is_proposed_until_its_outcome_is_recorded():
