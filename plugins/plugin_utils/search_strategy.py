@@ -164,8 +164,8 @@ class GoodputSearch:
         """Why the budget allows no start beyond ``reserved_starts`` more, or None. A GPU-minute budget stops
         before a start that would overrun it if it cost as much as the costliest so far: a start's cost is known
         only afterwards, and a low-capacity candidate's rate search (slow runs at low rates) costs more than the
-        typical one (1.5x the median in benchmarks/goodput_search.py), so a median would let the last start overrun
-        a budget operators set as a limit."""
+        typical one (up to 1.4x the median in benchmarks/goodput_search.py), so a median would let the last start
+        overrun a budget operators set as a limit."""
         spent = self.spent()
         if self.budget.max_restarts is not None and spent["restarts"] + reserved_starts >= self.budget.max_restarts:
             return f"budget spent: {spent['restarts']} of {self.budget.max_restarts} restarts"
