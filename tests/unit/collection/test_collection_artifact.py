@@ -116,9 +116,10 @@ def test_declared_dependencies_are_used_and_met_by_the_ansible_bundle():
             return [*node, *(key for value in node.values() for key in task_keys(value))]
         return [key for item in node for key in task_keys(item)] if isinstance(node, list) else []
 
-    used = {key.rsplit(".", 1)[0]
+    keys = {key.removeprefix("group/")  # module_defaults of an action group name its collection too
             for path in [*(REPO / "playbooks").glob("*.yml"), *(REPO / "roles").glob("*/tasks/*.yml")]
-            for key in task_keys(yaml.safe_load(path.read_text()))
+            for key in task_keys(yaml.safe_load(path.read_text()))}
+    used = {key.rsplit(".", 1)[0] for key in keys
             if key.count(".") == 2 and not key.startswith(("ansible.", "llmops.sglang."))}
     assert used == set(GALAXY["dependencies"]) == {"awx.awx"}
     locations = [Path(p) for p in importlib.util.find_spec("ansible_collections").submodule_search_locations]
