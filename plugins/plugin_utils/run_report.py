@@ -23,6 +23,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.stages import DEFAUL
 from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import STATE_FILE, trial_name
+from ansible_collections.llmops.sglang.plugins.plugin_utils.search_strategy import objective
 
 try:
     import markdown
@@ -230,7 +231,7 @@ def _search_candidate(stage_dir: Path, trial: dict) -> dict:
             "reason": trial.get("reason") or result.get("reason"),
             "goodput_rps": trial["value"] if complete else None,
             # what the search ranked it by: the capacity inside the final bracket (rate_search.py)
-            "estimate_rps": (trial.get("estimate_rps") or trial["value"]) if complete else None,
+            "estimate_rps": objective(trial) if complete else None,
             "measured_goodput_rps": result.get("goodput_rps"),
             "probes": (result.get("cost") or {}).get("probes", 0), "gpu_minutes": trial["gpu_minutes"],
             "boundary": boundary}
