@@ -24,7 +24,7 @@ from pathlib import Path
 import ansible_runner
 
 from llmops_sglang.collection import Collection, find_collection, stage_registry
-from llmops_sglang.events import artifacts_of, failures_of, host_stats, progress_events, run_dir_of
+from llmops_sglang.events import artifacts_of, failures_of, host_stats, output_of, progress_events, run_dir_of
 from llmops_sglang.models import ProgressEvent, RunResult
 from llmops_sglang.runs import is_run_dir, read_summary
 
@@ -151,13 +151,15 @@ class _Stopper:
 def run(playbook_or_stage: str | os.PathLike, inventory: str | os.PathLike,
         extravars: t.Mapping[str, t.Any] | None = None, run_id: str | None = None,
         on_event: OnEvent | None = None, *, stages: StageList = None, force: StageList | bool = None,
-        runs_dir: str | os.PathLike | None = None, limit: str | None = None, check: bool = False, diff: bool = False,
-        verbosity: int = 0, timeout: float | None = None, cancel: threading.Event | None = None) -> RunResult:
+        runs_dir: str | os.PathLike | None = None, limit: str | None = None, tags: StageList = None,
+        check: bool = False, diff: bool = False, verbosity: int = 0, timeout: float | None = None,
+        cancel: threading.Event | None = None) -> RunResult:
     """Run ``tune`` (the whole pipeline), a stage (``baseline``, ``flags``, ...) or a playbook path/FQCN.
 
     ``run_id`` resumes a run, ``stages``/``force`` select stages (list or comma-separated), ``runs_dir`` is the
-    pipeline's ``tuning_run_root`` (default: the role's, runs/ of the current directory). ``limit``, ``check``,
-    ``diff`` and ``verbosity`` are ansible-playbook's --limit, --check, --diff and -v (count). ``on_event`` gets
+    pipeline's ``tuning_run_root`` (default: the role's, runs/ of the current directory). ``limit``, ``tags`` (list or
+    comma-separated), ``check``, ``diff`` and ``verbosity`` are ansible-playbook's --limit, --tags, --check, --diff and
+    -v (count). ``on_event`` gets
     ProgressEvents while the playbook runs. Setting ``cancel`` or exceeding ``timeout`` seconds stops the playbook:
     status ``canceled`` or ``timeout``. A task that was running on a host when the playbook stopped may still
     complete there (modules run on the host). Raises CollectionNotFound before anything runs when llmops.sglang is
@@ -171,7 +173,7 @@ def run(playbook_or_stage: str | os.PathLike, inventory: str | os.PathLike,
         stopper = _Stopper(cancel, timeout, private_data_dir)
         runner = ansible_runner.run(
             private_data_dir=private_data_dir, playbook=playbook, inventory=caller_path(str(inventory)),
-            extravars=pipeline_vars(extravars, run_id, stages, force, runs_dir), limit=limit,
+            extravars=pipeline_vars(extravars, run_id, stages, force, runs_dir), limit=limit, tags=_comma_list(tags),
             # ansible-runner runs ansible-playbook in project_dir (else in its private data directory, removed
             # afterwards): the caller's directory makes a relative tuning_run_root (the default runs/) the caller's.
             cmdline=playbook_cmdline(check, diff), verbosity=verbosity or None, project_dir=os.getcwd(),
@@ -188,7 +190,7 @@ def _result(status: str, rc: int, playbook: str, events: list[dict], run_id: str
     return RunResult(status=status, rc=rc, playbook=playbook, hosts=host_stats(stats), artifacts=artifacts_of(events),
                      run_id=run_dir.name if run_dir else run_id, run_dir=run_dir,
                      summary=read_summary(run_dir) if run_dir and is_run_dir(run_dir) else None,
-                     failures=failures_of(events))
+                     failures=failures_of(events), events=tuple(events), stdout=output_of(events))
 
 
 async def run_async(playbook_or_stage: str | os.PathLike, inventory: str | os.PathLike,

@@ -102,6 +102,12 @@ def artifacts_of(events: t.Iterable[dict]) -> dict:
     return {}
 
 
+def output_of(events: t.Iterable[dict]) -> str:
+    """The playbook's output as ansible-playbook printed it: every event's ``stdout`` in order (how AWX shows a job's
+    output; lines outside any task, -v's included, are ``verbose`` events)."""
+    return "\n".join(event["stdout"] for event in events if event.get("stdout"))
+
+
 def host_stats(stats: dict | None) -> dict[str, HostStats]:
     """Per-host counts from the playbook_on_stats event data ({"ok": {host: n}, "dark": {...}, ...})."""
     stats = stats or {}

@@ -342,6 +342,9 @@ class RunResult:
     run_dir: Path | None
     summary: Summary | None
     failures: tuple[TaskFailure, ...] = ()
+    # every ansible-runner job event of the run, in order (what AWX stores of a job), and the playbook's output
+    events: tuple[dict, ...] = field(default=(), repr=False)
+    stdout: str = field(default="", repr=False)
 
     @property
     def succeeded(self) -> bool:

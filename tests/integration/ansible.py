@@ -1,17 +1,19 @@
-"""Run playbooks in tests the way users run them: ansible-runner, real SSH, this checkout's ansible.cfg."""
+"""Run playbooks in tests the way users run them from Python: ``llmops_sglang.api.run`` (ansible-runner), real SSH,
+the development install's ansible.cfg (this checkout's); and what tests read from a run's job events."""
 from __future__ import annotations
 
-import shutil
-import sys
+import contextlib
 import tempfile
-from dataclasses import dataclass, field
+import typing as t
 from pathlib import Path
 
-import ansible_runner
 import yaml
 
+from llmops_sglang import api
+from llmops_sglang.models import RunResult
+
 REPO_ROOT = Path(__file__).resolve().parents[2]
-RUNNER_TMP = REPO_ROOT / ".cache" / "runner"
+SCRATCH = REPO_ROOT / ".cache" / "runner"
 
 
 def write_demo_inventory(directory: Path, connection_vars: dict, members: dict[str, dict]) -> Path:
@@ -24,77 +26,43 @@ def write_demo_inventory(directory: Path, connection_vars: dict, members: dict[s
     return directory
 
 
-@dataclass
-class PlaybookResult:
-    status: str
-    rc: int
-    stats: dict
-    events: list[dict] = field(repr=False)
-    stdout: str = field(repr=False)
-
-    def changed(self, host: str) -> int:
-        return self.stats.get("changed", {}).get(host, 0)
-
-    def task_results(self, task_name: str) -> dict[str, dict]:
-        """``res`` of every host's ok/failed event for the task named ``task_name``."""
-        return {host: data["res"] for host, data in self._task_events(task_name).items()}
-
-    def task_durations(self, task_name: str) -> dict[str, float]:
-        """Seconds every host spent in the task named ``task_name`` (without the playbook's own start-up)."""
-        return {host: data["duration"] for host, data in self._task_events(task_name).items()}
-
-    def task_paths(self) -> set[str]:
-        """Files (without line numbers) of every task that ran: where its role or playbook came from."""
-        return {event["event_data"]["task_path"].rsplit(":", 1)[0] for event in self.events
-                if event["event"] == "playbook_on_task_start" and event.get("event_data", {}).get("task_path")}
-
-    def artifacts(self) -> dict:
-        """set_stats data of the run, as AWX hands it to downstream workflow nodes."""
-        for event in self.events:
-            if event["event"] == "playbook_on_stats":
-                return event.get("event_data", {}).get("artifact_data") or {}
-        return {}
-
-    def _task_events(self, task_name: str) -> dict[str, dict]:
-        events = {}
-        for event in self.events:
-            data = event.get("event_data", {})
-            if event["event"] in ("runner_on_ok", "runner_on_failed") and data.get("task") == task_name:
-                events[data["host"]] = data
-        return events
-
-
 class PlaybookRunner:
+    """``api.run`` on the sandbox fleet's inventory unless told another, from an empty directory of its own.
+
+    The API runs ansible-playbook in the caller's directory; each call here gets a fresh one (removed afterwards), so
+    a playbook that leaves ``tuning_run_root`` at the role's default (runs/) does not write into the checkout."""
+
     def __init__(self, inventory: Path) -> None:
         self.inventory = inventory
 
-    def run(self, playbook: str | Path, extravars: dict | None = None, *, limit: str | None = None,
-            check: bool = False, diff: bool = False, tags: str | None = None,
-            inventory: Path | None = None, verbosity: int = 0,
-            collections_path: Path | None = None) -> PlaybookResult:
-        """Run ``playbook``; ``verbosity`` 3 is ``-vvv`` (module arguments, results, connection details);
-        ``collections_path`` replaces ansible.cfg's (this checkout) as where llmops.sglang is found."""
-        RUNNER_TMP.mkdir(parents=True, exist_ok=True)
-        private_data_dir = tempfile.mkdtemp(prefix="run-", dir=RUNNER_TMP)
-        cmdline = " ".join(flag for flag, on in (("--check", check), ("--diff", diff)) if on)
-        try:
-            result = ansible_runner.run(
-                private_data_dir=private_data_dir,
-                playbook=str(playbook),
-                inventory=str(inventory or self.inventory),
-                extravars=extravars or {},
-                limit=limit,
-                tags=tags,
-                cmdline=cmdline or None,
-                verbosity=verbosity or None,
-                quiet=True,
-                envvars={
-                    "PATH": f"{Path(sys.executable).parent}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-                    "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
-                    **({"ANSIBLE_COLLECTIONS_PATH": str(collections_path)} if collections_path else {}),
-                },
-            )
-            return PlaybookResult(status=result.status, rc=result.rc, stats=result.stats or {},
-                                  events=list(result.events), stdout=result.stdout.read())
-        finally:
-            shutil.rmtree(private_data_dir, ignore_errors=True)
+    def run(self, playbook: str | Path, extravars: dict | None = None, *, inventory: Path | None = None,
+            **options: t.Any) -> RunResult:
+        """``options``: api.run's (limit, tags, check, diff, verbosity, ...)."""
+        SCRATCH.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="run-", dir=SCRATCH) as scratch, contextlib.chdir(scratch):
+            return api.run(playbook, inventory or self.inventory, extravars, **options)
+
+
+def task_results(result: RunResult, task_name: str) -> dict[str, dict]:
+    """``res`` of every host's ok/failed event for the task named ``task_name``."""
+    return {host: data["res"] for host, data in _task_events(result, task_name).items()}
+
+
+def task_durations(result: RunResult, task_name: str) -> dict[str, float]:
+    """Seconds every host spent in the task named ``task_name`` (without the playbook's own start-up)."""
+    return {host: data["duration"] for host, data in _task_events(result, task_name).items()}
+
+
+def task_paths(result: RunResult) -> set[str]:
+    """Files (without line numbers) of every task that ran: where its role or playbook came from."""
+    return {event["event_data"]["task_path"].rsplit(":", 1)[0] for event in result.events
+            if event["event"] == "playbook_on_task_start" and event.get("event_data", {}).get("task_path")}
+
+
+def _task_events(result: RunResult, task_name: str) -> dict[str, dict]:
+    events = {}
+    for event in result.events:
+        data = event.get("event_data", {})
+        if event["event"] in ("runner_on_ok", "runner_on_failed") and data.get("task") == task_name:
+            events[data["host"]] = data
+    return events

@@ -6,7 +6,8 @@ import json
 import typing as t
 from pathlib import Path
 
-from tests.integration.ansible import PlaybookResult, PlaybookRunner
+from llmops_sglang.models import RunResult
+from tests.integration.ansible import PlaybookRunner, task_results
 from tests.sandbox.fleet import Fleet, SandboxHost
 
 PLAYBOOK = Path(__file__).parent / "playbooks" / "server_deploy.yml"
@@ -24,11 +25,11 @@ except OSError:
 """
 
 
-def deploy(runner: PlaybookRunner, server_args: dict, **extra) -> tuple[PlaybookResult, dict]:
+def deploy(runner: PlaybookRunner, server_args: dict, **extra) -> tuple[RunResult, dict]:
     """Run the role on gpu1; ``extra`` holds role variables plus ``check``/``diff``/``verbosity`` for the command line."""
     flags = {k: extra.pop(k) for k in ("check", "diff", "verbosity") if k in extra}
     result = runner.run(PLAYBOOK, {"sglang_server_args": server_args, **extra}, limit="gpu1", **flags)
-    return result, result.task_results(TASK).get("gpu1", {})
+    return result, task_results(result, TASK).get("gpu1", {})
 
 
 def host_state(fleet: Fleet, host: SandboxHost, name: str = "sglang") -> tuple[str, str, str]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.ansible import REPO_ROOT, write_demo_inventory
+from tests.integration.ansible import REPO_ROOT, task_paths, write_demo_inventory
 from tests.integration.sglang_server import remove_tuned_configs
 from tests.integration.test_pipeline import FAST
 
@@ -79,23 +79,25 @@ def awx_inventory(tmp_path_factory, fleet) -> Path:
     return directory
 
 
-def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, ee_collections, tmp_path, fleet, gpu2):
+def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, ee_collections, tmp_path, fleet, gpu2,
+                                                        monkeypatch):
     templates = {t["name"]: t for t in yaml.safe_load((AWX / "job_templates.yml").read_text())["llmops_awx_job_templates"]}
     path = approved_path()
     assert path == [f"llmops-sglang {s}"
                     for s in ("preflight", "baseline", "flags", "search", "moe_tune", "verify", "rollout", "report")]
     artifacts: dict = {}
+    # The execution environment's collections path, as its image sets it: llmops.sglang is the installed artifact.
+    monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(ee_collections))
     for name in path:
         template = templates[name]
         # The survey default for tuning_run_root is a path on the AWX job host; here it must stay in the test's tmp.
         extravars = {**survey_defaults(template["survey"]), **artifacts, "tuning_run_root": str(tmp_path)}
-        result = runner.run(REPO_ROOT / template["playbook"], extravars, inventory=awx_inventory,
-                            collections_path=ee_collections)
+        result = runner.run(REPO_ROOT / template["playbook"], extravars, inventory=awx_inventory)
         assert result.status == "successful", f"{name}: {result.stdout[-4000:]}"
-        roles = {task_file for task_file in result.task_paths() if "/roles/" in task_file}
+        roles = {task_file for task_file in task_paths(result) if "/roles/" in task_file}
         assert roles and all(task_file.startswith(f"{ee_collections}/ansible_collections/llmops/sglang/roles/")
                              for task_file in roles), f"{name} ran roles from outside the installed artifact: {roles}"
-        published = result.artifacts()
+        published = result.artifacts
         if template["stage"] == "search":
             # Off by default: without tuning_run_search the node ends at once and publishes nothing.
             assert "llmops_search" not in published

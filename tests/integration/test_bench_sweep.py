@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.ansible import task_durations, task_results
 from tests.integration.sglang_server import BASELINE, deploy
 
 pytestmark = pytest.mark.sandbox
@@ -70,7 +71,7 @@ def test_killed_server_yields_completed_levels_and_an_error(fleet, runner, gpu1,
     assert killed_at, f"the sweep never reached {KILL_AFTER!r}: {result.stdout}"
     print(f"sweep ended {ended_at - killed_at[0]:.1f}s after the kill")
 
-    res = result.task_results(TASK)["gpu1"]
+    res = task_results(result, TASK)["gpu1"]
     assert result.status == "failed"
     assert [level["concurrency"] for level in res["sweep"]["levels"]] == [1, 4]
     assert res["sweep"]["error"].startswith("concurrency 64: cannot connect to http://127.0.0.1:30000")
@@ -91,5 +92,5 @@ def test_killed_server_yields_completed_levels_and_an_error(fleet, runner, gpu1,
 def test_bad_input_fails_fast(runner, keyed_server, options, message):
     result = runner.run(PLAYBOOK, {"bench_concurrency_levels": [1, 4], **options}, limit="gpu1")
     assert result.status == "failed"
-    assert result.task_results(TASK)["gpu1"]["msg"] == message
-    assert result.task_durations(TASK)["gpu1"] < FAIL_FAST_S
+    assert task_results(result, TASK)["gpu1"]["msg"] == message
+    assert task_durations(result, TASK)["gpu1"] < FAIL_FAST_S

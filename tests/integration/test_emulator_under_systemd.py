@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
+from tests.integration.ansible import task_results
 from tests.integration.sglang_server import BASELINE, deploy
 
 from tests.emulator import EMULATOR, make_importable  # noqa: E402
@@ -85,7 +86,7 @@ def test_emulator_marks_itself_and_the_parsers_ignore_it(fleet, runner, gpu1, ba
 
     result = runner.run(PLAYBOOKS / "server_facts.yml", limit="gpu1")
     assert result.status == "successful", result.stdout
-    res = result.task_results("Read the server facts")["gpu1"]
+    res = task_results(result, "Read the server facts")["gpu1"]
     assert res["server_info"]["emulator"] is True
     facts = res["facts"]
     assert facts["emulator"] is True and res["sources"]["emulator"] == "log"
@@ -156,7 +157,7 @@ def test_sweep_reproduces_the_profile_curve(fleet, runner, gpu1, baseline_server
         result = runner.run(PLAYBOOKS / "bench_sweep.yml", {**SWEEP, "bench_concurrency_levels": [concurrency]},
                             limit="gpu1")
         assert result.status == "successful", result.stdout
-        (level,) = result.task_results("Run the sweep")["gpu1"]["sweep"]["levels"]
+        (level,) = task_results(result, "Run the sweep")["gpu1"]["sweep"]["levels"]
         levels.append((level, emulator_behind_s(fleet, gpu1) - before))
 
     # The emulator's own model, evaluated here with the profile the server ran with (ServerArgs reads it too).

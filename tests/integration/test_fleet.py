@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.ansible import REPO_ROOT, write_demo_inventory
+from tests.integration.ansible import REPO_ROOT, task_results, write_demo_inventory
 from tests.integration.sglang_server import remove_dirs_when_empty
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
@@ -100,7 +100,7 @@ def test_one_tuning_run_spreads_batch_sizes_over_all_twelve_gpus(tuned, hosts):
     assert cluster["workers_per_host"] and all(run == {ip: 4 for ip in addresses} for run in cluster["workers_per_host"])
     assert cluster["gpus_used"] == 12 and cluster["batch_sizes_per_invocation"] == 12
     assert cluster["wall_time_s"] >= cluster["tuning_s"] > 0
-    tune_tasks = tuned["result"].task_results("Tune the up kernel")
+    tune_tasks = task_results(tuned["result"], "Tune the up kernel")
     assert [host for host, res in tune_tasks.items() if not res.get("skipped")] == ["gpu1"], "the tuner runs once"
 
 

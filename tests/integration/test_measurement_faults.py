@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.ansible import REPO_ROOT, write_demo_inventory
+from tests.integration.ansible import REPO_ROOT, task_results, write_demo_inventory
 from tests.integration.sglang_server import http_status, remove_tuned_configs
 
 pytestmark = pytest.mark.sandbox
@@ -71,7 +71,7 @@ def test_an_input_error_fails_the_stage_before_anything_is_deployed(stage, runs,
     before = (invocation(fleet, gpu1), exec_start(fleet, gpu1))
     result = stage("flags.yml", f"input-{len(message)}", **extravars)
     assert result.status == "failed"
-    failed = result.task_results("Check the run's inputs before anything is deployed")[HOST]
+    failed = task_results(result, "Check the run's inputs before anything is deployed")[HOST]
     assert message in failed["msg"] and "nothing was changed" in failed["msg"], failed["msg"]
     assert (invocation(fleet, gpu1), exec_start(fleet, gpu1)) == before
     assert not (runs / f"input-{len(message)}" / "flags").exists()
@@ -125,7 +125,7 @@ def test_a_benchmark_that_cannot_run_fails_the_stage_instead_of_reverting_the_ca
     run_dir = runs / "stale" / "flags" / HOST
     result = stage("flags.yml", "stale", tuning_run_bench={**FAST_BENCH, "engine": "sglang_bench_serving"})
     assert result.status == "failed"
-    failed = result.task_results("Fail the stage")[HOST]
+    failed = task_results(result, "Fail the stage")[HOST]
     assert "could not be measured (sweep: client)" in failed["msg"], failed["msg"]
     assert "not marked done" in failed["msg"] and "bench_serving exited" in failed["msg"]
     record = json.loads((run_dir / "trials" / "fused-moe-sum-all-reduce" / "failure.json").read_text())
@@ -149,7 +149,7 @@ def test_tuned_configs_that_cannot_be_measured_are_taken_back(stage, runs, fleet
         result = stage("moe_tune.yml", "stale", tuning_run_moe=FAST_MOE,
                        tuning_run_bench={**FAST_BENCH, "engine": "sglang_bench_serving"})
         assert result.status == "failed"
-        failed = result.task_results("Stop the stage")[HOST]
+        failed = task_results(result, "Stop the stage")[HOST]
         assert "could not be measured (sweep: client)" in failed["msg"], failed["msg"]
         assert "The previous MoE configs were put back." in failed["msg"]
         installed = json.loads((run_dir / "installed.json").read_text())["installed"]
@@ -170,7 +170,7 @@ def test_a_level_where_a_share_of_requests_failed_is_an_error_not_a_number(stage
     result = stage("baseline.yml", "share", tuning_run_bench=bench,
                    sglang_baseline_args={"tp_size": 4, "max_running_requests": 2})
     assert result.status == "failed"
-    failed = result.task_results("Stop when the baseline does not run")[HOST]
+    failed = task_results(result, "Stop when the baseline does not run")[HOST]
     assert "the server failed under the sweep" in failed["msg"], failed["msg"]
     assert "timed requests failed" in failed["msg"] and "more than max_failed_share=0.01" in failed["msg"]
     record = json.loads((run_dir / "failure.json").read_text())

@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from tests.integration.ansible import task_results
+
 pytestmark = pytest.mark.sandbox
 PLAYBOOKS = Path(__file__).parent / "playbooks"
 MOE = PLAYBOOKS / "moe_modules.yml"
@@ -54,7 +56,7 @@ def host_profile(fleet, gpu1):
 
 def moe(runner, action: str, task: str, **extra) -> tuple:
     result = runner.run(MOE, {"moe_action": action, **extra}, limit="gpu1")
-    return result, result.task_results(task).get("gpu1", {})
+    return result, task_results(result, task).get("gpu1", {})
 
 
 def tune(runner, **extra) -> tuple:
@@ -75,7 +77,7 @@ def logged_moe_configs(runner) -> tuple[dict, dict]:
     """(server_facts facts, moe_targets filter result) of the running server."""
     result, facts = moe(runner, "targets", "Read what the server logged")
     assert result.status == "successful", result.stdout
-    return facts["facts"], result.task_results("Reconcile")["gpu1"]["ansible_facts"]["moe_targets_result"]
+    return facts["facts"], task_results(result, "Reconcile")["gpu1"]["ansible_facts"]["moe_targets_result"]
 
 
 @pytest.fixture(scope="module")
@@ -147,7 +149,7 @@ def test_check_mode_reports_the_plan_and_runs_nothing(fleet, gpu1, runner, targe
     result = runner.run(MOE, {"moe_action": "tune", "moe_environment": GPUS, "moe_work_dir": work_dir,
                               "moe_batch_sizes": BATCH_SIZES, "moe_tuner_args": targets[1]["tuner_args"]},
                         limit="gpu1", check=True)
-    planned = result.task_results("Run the tuner")["gpu1"]
+    planned = task_results(result, "Run the tuner")["gpu1"]
     assert result.status == "successful", result.stdout
     assert planned["changed"] is True and planned["chunks"] == [BATCH_SIZES] and planned["chunk_size"] == 4
     assert planned["progress"] == [] and fleet.run(gpu1, "test", "-e", work_dir, check=False).returncode == 1

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.ansible import REPO_ROOT, write_demo_inventory
+from tests.integration.ansible import REPO_ROOT, task_results, write_demo_inventory
 from tests.integration.conftest import SESSION_HOSTS
 from tests.integration.sglang_server import on_profile, remove_tuned_configs
 
@@ -145,7 +145,7 @@ def test_rerun_of_the_same_run_changes_nothing_and_is_fast(pipeline, runner, dem
     again = runner.run(TUNE, pipeline["extravars"], inventory=demo_inventory)
     elapsed = time.monotonic() - started
     assert again.status == "successful", again.stdout[-4000:]
-    assert again.changed(HOST) == 0
+    assert again.hosts[HOST].changed == 0
     assert fleet.run(host, "systemctl", "show", "-p", "InvocationID", "--value", "sglang.service").stdout == before
     assert elapsed < 60, f"a finished run must be skipped stage by stage, took {elapsed:.0f}s"
 
@@ -187,9 +187,9 @@ def test_every_stage_records_its_gpu_minutes(pipeline):
     assert 0.3 < moe["actual_tuning_gpu_minutes"] / moe["estimate_tuning_gpu_minutes"] < 3, moe
     report = (run_dir / "report.md").read_text()
     assert "### GPU-minutes" in report and "MoE stage: estimated" in report
-    published = pipeline["result"].artifacts()  # what AWX hands to the next workflow node
+    published = pipeline["result"].artifacts  # what AWX hands to the next workflow node
     assert published["llmops_moe_tune"][HOST]["gpu_minutes"] == costs["moe_tune"]["gpu_minutes"]
-    printed = pipeline["result"].task_results("Summary")[HOST]["msg"]
+    printed = task_results(pipeline["result"], "Summary")[HOST]["msg"]
     assert any(line.startswith(f"{HOST}: GPU-minutes (real-GPU equivalent of the emulated run): preflight 0.0, ")
                for line in printed), printed
 

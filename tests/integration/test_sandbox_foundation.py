@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.ansible import task_results
 from tests.sandbox.fleet import Fleet, FleetConfig, machine_snapshot
 
 pytestmark = pytest.mark.sandbox
@@ -17,10 +18,10 @@ TWO_HOSTS = "gpu1,gpu2"
 def test_deploy_read_journal_restart_idempotent(fleet, runner):
     first = runner.run(PLAYBOOK, limit=TWO_HOSTS)
     assert first.status == "successful", first.stdout
-    assert all(first.changed(h) > 0 for h in ("gpu1", "gpu2"))
+    assert all(first.hosts[h].changed > 0 for h in ("gpu1", "gpu2"))
     invocations = {h: r["status"]["InvocationID"]
-                   for h, r in first.task_results("Read the invocation id").items()}
-    journals = first.task_results("Read this invocation's journal")
+                   for h, r in task_results(first, "Read the invocation id").items()}
+    journals = task_results(first, "Read this invocation's journal")
     assert set(journals) == {"gpu1", "gpu2"}
     for res in journals.values():
         assert res["stdout_lines"] == [line for line in res["stdout_lines"] if "proof started" in line]
@@ -28,16 +29,16 @@ def test_deploy_read_journal_restart_idempotent(fleet, runner):
 
     second = runner.run(PLAYBOOK, limit=TWO_HOSTS)
     assert second.status == "successful", second.stdout
-    assert second.stats["changed"] == {}, "a second run with the same inputs must change nothing"
+    assert all(stats.changed == 0 for stats in second.hosts.values()), "a second run with the same inputs must change nothing"
 
     restarted = runner.run(PLAYBOOK, {"proof_restart": True}, limit=TWO_HOSTS)
     assert restarted.status == "successful", restarted.stdout
     new_invocations = {h: r["status"]["InvocationID"]
-                       for h, r in restarted.task_results("Read the invocation id").items()}
+                       for h, r in task_results(restarted, "Read the invocation id").items()}
     for host in ("gpu1", "gpu2"):
         assert new_invocations[host] != invocations[host]
         # The journal now holds two starts; selecting by invocation id returns only the latest.
-        journal = restarted.task_results("Read this invocation's journal")[host]["stdout_lines"]
+        journal = task_results(restarted, "Read this invocation's journal")[host]["stdout_lines"]
         assert len(journal) == 1
         all_starts = fleet.run(next(h for h in fleet.hosts() if h.name == host),
                                "journalctl", "--no-pager", "-o", "cat", "-u", "llmops-proof.service").stdout

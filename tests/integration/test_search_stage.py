@@ -127,5 +127,5 @@ def test_a_rerun_resumes_and_does_nothing_new(search, runner):
     before = {path: path.read_text() for path in search["dir"].rglob("*.json")}
     again = runner.run(TUNE, search["extravars"], inventory=search["inventory"])
     assert again.status == "successful", again.stdout[-4000:]
-    assert again.changed(HOST) == 0
+    assert again.hosts[HOST].changed == 0
     assert {path: path.read_text() for path in search["dir"].rglob("*.json")} == before

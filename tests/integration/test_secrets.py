@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.ansible import task_results
 from tests.integration.sglang_server import BASELINE, deploy, host_state, http_status
 
 pytestmark = pytest.mark.sandbox
@@ -81,7 +82,7 @@ def test_the_server_enforces_the_key(fleet, gpu1, keyed):
 def test_server_facts_masks_the_key_it_read_from_the_key_file(fleet, runner, gpu1, keyed):
     result = runner.run(PLAYBOOKS / "server_facts.yml", limit="gpu1", verbosity=3)
     assert result.status == "successful", result.stdout[-3000:]
-    res = result.task_results("Read the server facts")["gpu1"]
+    res = task_results(result, "Read the server facts")["gpu1"]
     assert res["server_info"] is not None, "the key from the key file opened /server_info"
     assert res["server_info"]["api_key"] == "***"
     assert res["facts"]["server_args"]["api_key"] == "***"

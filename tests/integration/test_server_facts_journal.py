@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.ansible import task_durations, task_results
 from tests.integration.sglang_server import BASELINE, deploy
 
 pytestmark = pytest.mark.sandbox
@@ -54,7 +55,7 @@ done
 def test_flag_trials_diff_comes_out_of_the_journal(runner):
     result = runner.run(PLAYBOOKS / "flag_trials.yml", limit="gpu1")
     assert result.status == "successful", result.stdout
-    last_diff = result.task_results("Diff against the baseline the trial flashinfer-allreduce-fusion")["gpu1"]
+    last_diff = task_results(result, "Diff against the baseline the trial flashinfer-allreduce-fusion")["gpu1"]
     trials = last_diff["ansible_facts"]["flag_trial_diffs"]
 
     fusion = trials["flashinfer-allreduce-fusion"]
@@ -90,7 +91,7 @@ def journal_instance(fleet, runner, gpu1):
 def read_facts(runner) -> tuple[dict, float]:
     result = runner.run(PLAYBOOKS / "server_facts.yml", JOURNAL_FACTS, limit="gpu1")
     assert result.status == "successful", result.stdout
-    return result.task_results(FACTS_TASK)["gpu1"], result.task_durations(FACTS_TASK)["gpu1"]
+    return task_results(result, FACTS_TASK)["gpu1"], task_durations(result, FACTS_TASK)["gpu1"]
 
 
 def flood_earlier_starts(fleet, host) -> int:

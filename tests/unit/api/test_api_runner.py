@@ -73,6 +73,15 @@ def test_a_run_returns_status_stats_artifacts_run_dir_and_progress(tmp_path):
     assert events[-1].kind == "finished"
 
 
+def test_tags_select_tasks_and_the_result_keeps_the_events_and_the_output(tmp_path):
+    result = api.run(PLAYBOOK, INVENTORY, local_vars(tmp_path), tags=["speak"])
+    assert result.succeeded and result.hosts["api-test-host"].ok == 1
+    started = [e["event_data"]["task"] for e in result.events if e["event"] == "playbook_on_task_start"]
+    assert started == ["Say something"]
+    assert "TASK [Say something]" in result.stdout and "first line" in result.stdout
+    assert "Publish a result" not in result.stdout
+
+
 def test_relative_playbook_and_inventory_paths_are_the_callers(tmp_path, monkeypatch):
     monkeypatch.chdir(PLAYBOOKS.parent)  # ansible-runner itself runs in its private data directory
     result = api.run("playbooks/local.yml", "playbooks/inventory.ini", local_vars(tmp_path))
