@@ -382,8 +382,9 @@ def check_sequential(checker: Checker, sequential: t.Any, bench: t.Any) -> None:
         beta = checker.check(as_number, f"{path}.beta", rule["beta"], minimum=0, strict=True, maximum=0.5)
         if beta == 0.5:
             checker.errors.append(f"{path}.beta: must be below 0.5, got {rule['beta']!r}")
-    if "stop_on_regression" in rule:
-        checker.check(as_bool, f"{path}.stop_on_regression", rule["stop_on_regression"])
+    for key in ("stop_on_regression", "guard_after_improvement"):
+        if key in rule:
+            checker.check(as_bool, f"{path}.{key}", rule[key])
     if not isinstance(bench, dict) or "repeats" not in bench:
         return
     try:

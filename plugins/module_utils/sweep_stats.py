@@ -268,11 +268,13 @@ def _noise_band_verdict(change: float, options: dict) -> dict:
     }
 
 
-def _sequential_verdict(baseline: list[float], candidate: list[float], options: dict, design: dict) -> dict:
+def _sequential_verdict(baseline: list[float], candidate: list[float], options: dict, design: dict,
+                        guard: bool = False) -> dict:
     """The stopping rule's look at this level; confident once a boundary decided it (the design bounds the errors,
-    not a run count), low confidence while it would still measure more."""
+    not a run count), low confidence while it would still measure more. ``guard``: a level measured before it
+    improved, so it only has to show no regression (``not_regressed`` is within noise for the verdict)."""
     threshold = _effect_threshold(baseline, candidate, options)
-    look = look_at_level(baseline, candidate, threshold, design)
+    look = look_at_level(baseline, candidate, threshold, design, guard)
     boundary = look["boundary"]
     verdict = look["decision"] if look["decision"] in ("improved", "regressed") else "within_noise"
     return {
@@ -284,7 +286,7 @@ def _sequential_verdict(baseline: list[float], candidate: list[float], options: 
 
 
 def _compare_level(concurrency: int, baseline_runs: list[dict], candidate_runs: list[dict], where: tuple[str, str],
-                   options: dict, design: dict | None) -> dict:
+                   options: dict, design: dict | None, guard: bool = False) -> dict:
     metric = options["metric"]
     baseline = _metric_values(baseline_runs, metric, where[0], required=True)
     candidate = _metric_values(candidate_runs, metric, where[1], required=True)
@@ -304,7 +306,7 @@ def _compare_level(concurrency: int, baseline_runs: list[dict], candidate_runs: 
     change = _change_pct(result["baseline_median"], result["candidate_median"])
     result["change_pct"] = change
     if design is not None:
-        result.update(_sequential_verdict(baseline, candidate, options, design))
+        result.update(_sequential_verdict(baseline, candidate, options, design, guard))
         # The rule decides on the mean of the log ratio: the change shown is the one it held against the threshold
         # (the medians' ratio can sit on the other side of it), the medians' change is kept beside it.
         result["median_change_pct"] = change
@@ -381,8 +383,9 @@ def _recorded_design(candidate: dict, options: dict) -> dict | None:
         if recorded.get(key) != options[key]:
             raise ValueError(f"candidate.sequential.design.{key} is {recorded.get(key)!r} but this comparison uses "
                              f"{options[key]!r}: a sweep whose repeats a stopping rule ended is judged by that rule")
-    design = validated_design({key: recorded[key] for key in DESIGN_DEFAULTS if key in recorded},
-                              alpha=options["alpha"], levels=recorded.get("levels"),
+    # A design recorded before guard_after_improvement existed measured every level in full: judge it that way.
+    rule = {"guard_after_improvement": False, **{key: recorded[key] for key in DESIGN_DEFAULTS if key in recorded}}
+    design = validated_design(rule, alpha=options["alpha"], levels=recorded.get("levels"),
                               where="candidate.sequential.design")
     return {**design, "metric": options["metric"], "min_effect_pct": options["min_effect_pct"]}
 
@@ -402,6 +405,10 @@ def _why_stopped(look: dict) -> str:
         return f"{look['decision']}, t = {look['statistic']:+.1f} crossed the {side} boundary"
     if boundary == "no_change":
         return f"no change, inside ±{look['threshold_pct']:.1f}%"
+    if boundary == "no_regression":
+        return f"not regressed, above -{look['threshold_pct']:.1f}% (a level before it improved)"
+    if boundary == "max_repeats" and look["decision"] == "not_regressed":
+        return "not regressed, max_repeats reached (a level before it improved)"
     if boundary == "max_repeats":
         return "no change, max_repeats reached"
     return "undecided"
@@ -445,7 +452,12 @@ def compare_sweeps(baseline: dict, candidate: dict, *, metric: str = "agg_tok_s"
     design = _recorded_design(candidate, options)
     compared: list[dict] = []
     skipped: list[dict] = []
-    for concurrency in sorted(baseline_levels.keys() | candidate_levels.keys()):
+    # A sequential candidate's levels are judged in the order they were measured (the sweep's), since with
+    # guard_after_improvement a level measured after an improved one only has to show no regression.
+    order = sorted(baseline_levels.keys() | candidate_levels.keys())
+    if design is not None:
+        order = sorted(order, key=lambda c: candidate_levels[c][0] if c in candidate_levels else len(candidate_levels))
+    for concurrency in order:
         if concurrency not in baseline_levels or concurrency not in candidate_levels:
             side = "baseline" if concurrency not in baseline_levels else "candidate"
             skipped.append(_skipped_level(candidate, concurrency, side))
@@ -454,8 +466,12 @@ def compare_sweeps(baseline: dict, candidate: dict, *, metric: str = "agg_tok_s"
         where = (f"baseline.levels[{b_index}]", f"candidate.levels[{c_index}]")
         if design is not None:
             _check_reference_runs(candidate, concurrency, len(b_level["runs"]))
-        level = _compare_level(concurrency, b_level["runs"], c_level["runs"], where, options, design)
+        guard = design is not None and design["guard_after_improvement"] and any(
+            earlier["verdict"] == "improved" for earlier in compared)
+        level = _compare_level(concurrency, b_level["runs"], c_level["runs"], where, options, design, guard)
         (skipped if "reason" in level else compared).append(level)
+    compared.sort(key=lambda level: level["concurrency"])
+    skipped.sort(key=lambda level: level["concurrency"])
     if not compared:
         raise ValueError("baseline.levels and candidate.levels have no concurrency level with runs on both sides")
     result = {
@@ -515,15 +531,21 @@ def sequential_stop_rule(reference: dict, plan: dict) -> t.Callable[[int, list[d
     """For the bench clients: after each run of a level, None to measure another, or the look that stops the level
     (``ends_sweep`` set when it regressed and the rule stops the sweep there: that candidate cannot be adopted).
 
-    Each look is compare_sweeps on that level alone, so the module stops exactly where the final verdict decides."""
+    Each look is compare_sweeps on that level, after the first level that stopped improved (if any, with
+    ``guard_after_improvement``: the look then only asks whether this level regressed), so the module stops exactly
+    where the final verdict decides."""
     design = plan["design"]
+    improved: list[dict] = []
 
     def look(concurrency: int, runs: list[dict]) -> dict | None:
-        partial = {"levels": [{"concurrency": concurrency, "runs": runs}], "sequential": plan}
+        earlier = [level for level in improved if level["concurrency"] != concurrency][:1]
+        partial = {"levels": earlier + [{"concurrency": concurrency, "runs": runs}], "sequential": plan}
         result = compare_sweeps(reference, partial, metric=design["metric"], min_effect_pct=design["min_effect_pct"],
                                 alpha=design["alpha"])
-        decided = result["levels"][0]["sequential"]
+        decided = next(level for level in result["levels"] if level["concurrency"] == concurrency)["sequential"]
         if decided["decision"] == "continue":
             return None
+        if decided["decision"] == "improved" and not earlier:
+            improved.append({"concurrency": concurrency, "runs": list(runs)})
         return {**decided, "ends_sweep": decided["decision"] == "regressed" and design["stop_on_regression"]}
     return look

@@ -172,6 +172,15 @@ options:
             remaining levels are not measured (they are listed in RV(sweep.not_measured)).
         type: bool
         default: true
+      guard_after_improvement:
+        description:
+          - Once a level stopped C(improved), each level measured after it only has to show that it did not
+            regress. The adoption then depends on that alone, so such a level stops C(not_regressed) as soon as the
+            lower side of the C(no_change) interval clears minus the effect threshold (a true regression as large as
+            the threshold passes with probability at most O(sequential.beta)); a crossing of either efficacy
+            boundary still stops it C(improved) or C(regressed).
+        type: bool
+        default: true
       metric:
         description: The run metric compared (higher is better); as in P(llmops.sglang.compare_sweeps#filter).
         type: str
@@ -597,8 +606,9 @@ sweep:
           C(client_limited_reason) and with O(slo) C(good), C(goodput_rps), C(slo_attainment), C(slo_holds), C(slo)
           (per target C(target), C(percentile), C(observed), C(holds), C(attainment)).
         - With O(reference_sweep) also C(sequential), the look that stopped the level - C(decision) (C(improved),
-          C(regressed), C(no_change)), C(boundary), C(repeats), C(statistic), C(efficacy_bound), C(alpha_spent),
-          C(beta_spent), C(estimate_pct), C(reason)); the look after O(sequential.max_repeats) runs always decides.
+          C(regressed), C(no_change), C(not_regressed)), C(boundary), C(repeats), C(statistic), C(efficacy_bound),
+          C(alpha_spent), C(beta_spent), C(estimate_pct), C(reason)); the look after O(sequential.max_repeats) runs
+          always decides.
       type: list
       elements: dict
     sequential:
@@ -608,7 +618,8 @@ sweep:
       type: dict
       sample:
         design: {min_repeats: 2, max_repeats: 10, spending: obrien_fleming, futility_spending: pocock, beta: 0.2,
-                 stop_on_regression: true, alpha: 0.05, levels: 5, level_alpha: 0.01, metric: agg_tok_s,
+                 stop_on_regression: true, guard_after_improvement: true, alpha: 0.05, levels: 5, level_alpha: 0.01,
+                 metric: agg_tok_s,
                  min_effect_pct: 2.0}
         reference_runs: {"1": 5, "4": 5, "16": 5, "32": 5, "64": 5}
     not_measured:
@@ -742,6 +753,7 @@ def sequential_spec() -> dict:
                                default=DESIGN_DEFAULTS["futility_spending"]),
         beta=dict(type="float", default=DESIGN_DEFAULTS["beta"]),
         stop_on_regression=dict(type="bool", default=DESIGN_DEFAULTS["stop_on_regression"]),
+        guard_after_improvement=dict(type="bool", default=DESIGN_DEFAULTS["guard_after_improvement"]),
         metric=dict(type="str", choices=list(THROUGHPUT_METRICS), default="agg_tok_s"),
         min_effect_pct=dict(type="float", default=2.0),
         alpha=dict(type="float", default=0.05),

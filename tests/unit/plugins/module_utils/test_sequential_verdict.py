@@ -79,6 +79,28 @@ def test_a_change_as_large_as_the_threshold_is_stopped_as_no_change_at_most_beta
     assert no_change / trials < 0.2 + 0.022
 
 
+def test_after_an_improved_level_a_regression_as_large_as_the_threshold_passes_at_most_beta() -> None:
+    """guard=True (a level measured after another one improved): only a regression matters, and the no-regression
+    boundary is the lower side of the one-sided beta design, so a true -threshold change stops there at most beta of
+    the time; without a change the level stops at once far more often than a full look would."""
+    rule, trials = design(), 3000
+    for effect_pct, seed in ((-2.0, 13), (0.0, 17)):
+        rng, passed, first_look = random.Random(seed), 0, 0
+        for _trial in range(trials):
+            reference, candidate = log_normal_runs(rng, 5), []
+            for _run in range(rule["max_repeats"]):
+                candidate += log_normal_runs(rng, 1, effect_pct=effect_pct)
+                look = sv.look_at_level(reference, candidate, 2.0, rule, guard=True)
+                if look["decision"] != "continue":
+                    passed += look["boundary"] == "no_regression"
+                    first_look += len(candidate) == rule["min_repeats"]
+                    break
+        if effect_pct:
+            assert passed / trials < rule["beta"] + 0.022
+        else:
+            assert passed / trials > 0.95 and first_look / trials > 0.8
+
+
 def test_a_clear_improvement_stops_at_the_first_look_with_its_reason() -> None:
     rng = random.Random(3)
     look = sv.look_at_level(log_normal_runs(rng, 5), log_normal_runs(rng, 2, effect_pct=15.0), 2.0, design())

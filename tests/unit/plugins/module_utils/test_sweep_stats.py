@@ -255,7 +255,7 @@ def sequential_sweep(levels: dict[int, list[float]], reference: dict, **rule) ->
 def test_a_sequential_candidate_is_judged_by_its_rule_and_says_why_each_level_stopped() -> None:
     reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
     candidate = sequential_sweep({16: noisy(1213.5 * 1.15, LOW_NOISE[:2]), 64: noisy(1582.5, LOW_NOISE[1:4])},
-                                 reference)
+                                 reference, guard_after_improvement=False)
     result = compare_sweeps(reference, candidate)
     improved, same = result["levels"]
     assert result["verdict"] == "improved" and result["low_confidence"] is False
@@ -269,6 +269,52 @@ def test_a_sequential_candidate_is_judged_by_its_rule_and_says_why_each_level_st
     assert "; C=64 3 (no change, inside ±2.0%)" in result["sequential"]["summary"]
     assert result["table"].splitlines()[0] == SEQUENTIAL_COMPARE_HEADER
     assert result["table"].splitlines()[2].endswith("| improved | 2 (efficacy upper) |")
+
+
+def test_after_an_improved_level_the_next_only_has_to_show_it_did_not_regress() -> None:
+    """guard_after_improvement (the default): C=64 (+1.5 %, neither improved nor inside +-2 % yet), measured after C=16
+    improved, stops once a regression of the threshold is ruled out; its verdict is within noise, the sweep's
+    improved."""
+    reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
+    candidate = sequential_sweep({16: noisy(1213.5 * 1.15, LOW_NOISE[:2]), 64: noisy(1582.5 * 1.015, LOW_NOISE[1:3])},
+                                 reference)
+    result = compare_sweeps(reference, candidate)
+    improved, guarded = result["levels"]
+    assert result["verdict"] == "improved" and result["low_confidence"] is False
+    assert improved["sequential"]["decision"] == "improved" and improved["sequential"]["guard"] is False
+    assert guarded["sequential"]["guard"] is True and guarded["verdict"] == "within_noise"
+    assert (guarded["sequential"]["decision"], guarded["sequential"]["boundary"]) == ("not_regressed", "no_regression")
+    assert guarded["evidence"].startswith("not regressed: the change +1.")
+    assert "; C=64 2 (not regressed, above -2.0% (a level before it improved))" in result["sequential"]["summary"]
+
+
+def test_levels_are_guarded_in_the_order_they_were_measured_and_old_designs_never() -> None:
+    reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
+    # C=64 measured first (the sweep's order): it is not guarded, C=16 after it is not either (C=64 did not improve)
+    candidate = sequential_sweep({64: noisy(1582.5, LOW_NOISE[1:4]), 16: noisy(1213.5 * 1.15, LOW_NOISE[:2])},
+                                 reference)
+    levels = {level["concurrency"]: level for level in compare_sweeps(reference, candidate)["levels"]}
+    assert [levels[c]["sequential"]["guard"] for c in (16, 64)] == [False, False]
+    assert levels[64]["sequential"]["decision"] == "no_change"
+    # a design recorded before the option existed measured every level in full
+    old = sequential_sweep({16: noisy(1213.5 * 1.15, LOW_NOISE[:2]), 64: noisy(1582.5, LOW_NOISE[1:4])}, reference)
+    del old["sequential"]["design"]["guard_after_improvement"]
+    same = compare_sweeps(reference, old)["levels"][1]
+    assert same["sequential"]["guard"] is False and same["sequential"]["decision"] == "no_change"
+
+
+def test_the_stop_rule_guards_the_levels_after_an_improved_one_as_compare_sweeps_judges_them() -> None:
+    reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
+    plan = sequential_plan(reference, [16, 64], {})
+    stop_rule = sequential_stop_rule(reference, plan)
+    first = [run(value, 16) for value in noisy(1213.5 * 1.15, LOW_NOISE[:2])]
+    assert stop_rule(16, first[:1]) is None and stop_rule(16, first)["decision"] == "improved"
+    second = [run(value, 64) for value in noisy(1582.5 * 1.015, LOW_NOISE[1:3])]
+    stopped = stop_rule(64, second)
+    assert (stopped["decision"], stopped["guard"], stopped["ends_sweep"]) == ("not_regressed", True, False)
+    recorded = {"levels": [{"concurrency": 16, "runs": first}, {"concurrency": 64, "runs": second}],
+                "sequential": plan}
+    assert compare_sweeps(reference, recorded)["levels"][1]["sequential"]["decision"] == "not_regressed"
 
 
 def test_a_sequential_level_shows_the_change_its_rule_held_against_the_threshold() -> None:
