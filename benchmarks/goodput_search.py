@@ -107,7 +107,7 @@ class Setup:
     warmup: int              # our client's warm-up requests per probe
     repeats: int             # our rate search's runs at the boundary
     truth_seeds: int         # simulated runs pooled per rate for the ground truth
-    neighbour_starts: int    # our search's last starts given to the best candidate's untried neighbours
+    surrogate_starts: int    # our search's last starts given to the surrogate's most promising candidates
     seed: int
 
     def grid(self) -> list[dict]:
@@ -120,11 +120,11 @@ class Setup:
 
 FULL = Setup(knobs={"max_running_requests": (8, 16, 24, 32, 48), "cuda_graph_max_bs": (8, 16, 32, 48),
                     "speculative_num_steps": (1, 2, 3)},
-             input_len=256, output_len=64, requests=120, warmup=12, repeats=2, truth_seeds=8, neighbour_starts=3,
+             input_len=256, output_len=64, requests=120, warmup=12, repeats=2, truth_seeds=8, surrogate_starts=3,
              seed=19)
 QUICK = Setup(knobs={"max_running_requests": (8, 16, 32), "cuda_graph_max_bs": (8, 32),
                      "speculative_num_steps": (1, 3)},
-              input_len=256, output_len=64, requests=80, warmup=4, repeats=1, truth_seeds=4, neighbour_starts=1,
+              input_len=256, output_len=64, requests=80, warmup=4, repeats=1, truth_seeds=4, surrogate_starts=1,
               seed=19)
 # Our rate search, real req/s (start at a plausible capacity, 10 % resolution, at most 8 probes a candidate).
 RATE_REAL = {"start_rps": 8.0, "min_rps": 0.5, "resolution": 0.1, "max_probes": 8}
@@ -371,7 +371,7 @@ def search_inputs(setup: Setup, budget_gpu_minutes: float, scale: float) -> Inpu
         "rate": {"start_rps": RATE_REAL["start_rps"] / scale, "min_rps": RATE_REAL["min_rps"] / scale,
                  "resolution": RATE_REAL["resolution"], "repeats": setup.repeats,
                  "max_probes": RATE_REAL["max_probes"]},
-        "neighbour_starts": setup.neighbour_starts,
+        "surrogate_starts": setup.surrogate_starts,
         "seed": setup.seed,
     })
 
@@ -466,7 +466,7 @@ def simulated_search(setup: Setup, budget: float, seed: int, directory: Path) ->
 
 
 def simulate(setup: Setup, searches: int) -> int:
-    """``searches`` seeded searches of ours on the model, with and without the neighbour starts: how often each
+    """``searches`` seeded searches of ours on the model, with and without the surrogate starts: how often each
     ends within 97 % of the optimum (the real run's target) and what it spends."""
     say(f"ground truth: {len(setup.grid())} candidates through the emulator's model on a virtual clock ...")
     truth = ground_truth(setup)
@@ -474,13 +474,13 @@ def simulate(setup: Setup, searches: int) -> int:
     grid_minutes = sum(row["gpu_minutes"] for row in truth)
     budget = TARGET_BUDGET_PCT / 100.0 * grid_minutes
     lines = []
-    for neighbours in sorted({0, setup.neighbour_starts}, reverse=True):
-        variant = dataclasses.replace(setup, neighbour_starts=neighbours)
+    for starts in sorted({0, setup.surrogate_starts}, reverse=True):
+        variant = dataclasses.replace(setup, surrogate_starts=starts)
         results = [simulated_search(variant, budget, seed, CACHE / "simulate") for seed in range(searches)]
         shares = [100.0 * truth_of(truth, result["best"]) / optimum for result in results]
         spent = statistics.mean(100.0 * result["spent_gpu_minutes"] / grid_minutes for result in results)
         reached = sum(share >= TARGET_OPTIMUM_PCT for share in shares)
-        lines.append(f"neighbour_starts {neighbours}: {reached}/{searches} searches >= {TARGET_OPTIMUM_PCT:g}% of "
+        lines.append(f"surrogate_starts {starts}: {reached}/{searches} searches >= {TARGET_OPTIMUM_PCT:g}% of "
                      f"optimum, mean {statistics.mean(shares):.1f}%, median {statistics.median(shares):.1f}%, "
                      f"worst {min(shares):.1f}%, at {spent:.1f}% of grid GPU-minutes, "
                      f"{statistics.mean(result['starts'] for result in results):.1f} starts")

@@ -215,7 +215,7 @@ def _median_run_value(runs: list[dict], field: str, percentile: str | None = Non
     return round(statistics.median(values), 3) if values else None
 
 
-def _search_candidate(stage_dir: Path, trial: dict) -> dict:
+def _search_candidate(stage_dir: Path, trial: dict, smoothed: dict[int, float]) -> dict:
     """One trial of the search: its outcome, its goodput (the highest rate at which every run met the SLO) and the
     latencies and throughput at that rate."""
     trial_dir = stage_dir / "trials" / trial_name(trial["number"])
@@ -230,8 +230,10 @@ def _search_candidate(stage_dir: Path, trial: dict) -> dict:
     return {"name": trial_name(trial["number"]), "params": trial["params"], "state": trial["state"],
             "reason": trial.get("reason") or result.get("reason"),
             "goodput_rps": trial["value"] if complete else None,
-            # what the search ranked it by: the capacity inside the final bracket (rate_search.py)
+            # its capacity estimate: inside the final bracket (rate_search.py)
             "estimate_rps": objective(trial) if complete else None,
+            # what the search ranks it by: the surrogate's posterior mean of the estimates (search_strategy.py)
+            "smoothed_rps": smoothed.get(trial["number"], objective(trial)) if complete else None,
             "measured_goodput_rps": result.get("goodput_rps"),
             "probes": (result.get("cost") or {}).get("probes", 0), "gpu_minutes": trial["gpu_minutes"],
             "boundary": boundary}
@@ -297,7 +299,7 @@ def _recommendation(run_dir: Path, host: str, candidates: list[dict], record: di
     decision = read_json(stage_dir / "verify" / "decision.json")
     chosen = (decision or {}).get("candidate")
     by_name = {c["name"]: c for c in candidates}
-    best = max((c for c in candidates if c["goodput_rps"]), key=lambda c: c["estimate_rps"], default=None)
+    best = max((c for c in candidates if c["goodput_rps"]), key=lambda c: c["smoothed_rps"], default=None)
     summary = (decision or {}).get("summary") or (record.get("search") or {}).get("decision")
     recommendation = {"action": "adopt" if chosen else "keep", "candidate": chosen, "summary": summary,
                       "params": by_name[chosen]["params"] if chosen else None,
@@ -317,7 +319,9 @@ def search_summary(run_dir: Path, host: str, record: dict | None) -> dict | None
     if state is None or not state.get("strategy"):
         return None
     record = record or {}
-    candidates = [_search_candidate(stage_dir, trial) for trial in state["strategy"]["trials"]]
+    # the strategy's ranking (a state before it had none: the estimates)
+    smoothed = {entry["number"]: entry["smoothed_rps"] for entry in state["strategy"].get("ranking") or []}
+    candidates = [_search_candidate(stage_dir, trial, smoothed) for trial in state["strategy"]["trials"]]
     return {"status": record.get("status", "not run"), "slo": _probe_slo(stage_dir),
             "stop_reason": state["strategy"].get("stop_reason"), "spent": state["strategy"].get("spent"),
             "candidates": candidates, "front": _fronts(candidates),

@@ -79,6 +79,17 @@ class Knob:
             candidates = [value - width, value + width]
         return [self.canonical(candidate) for candidate in candidates if self.low <= candidate <= self.high]
 
+    def position(self, value: t.Any) -> float:
+        """Where ``value`` lies on the knob, 0 to 1: its index among the choices, its place in the range (of the
+        logarithms for a log range)."""
+        if self.values is not None:
+            return self.values.index(value) / (len(self.values) - 1) if len(self.values) > 1 else 0.0
+        if self.high == self.low:
+            return 0.0
+        if self.log:
+            return math.log(value / self.low) / math.log(self.high / self.low)
+        return (value - self.low) / (self.high - self.low)
+
     def canonical(self, value: t.Any) -> t.Any:
         """The value as the space lists it (a sampled stepped float carries rounding noise)."""
         if self.kind == "float":

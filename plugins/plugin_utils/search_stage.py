@@ -51,7 +51,7 @@ RATE_DEFAULTS = {"start_rps": 1.0, "min_rps": 0.01, "resolution": rate_search.DE
 # requests_per_level: of each verification run (null: the workload's); longer runs than the probes' give steadier
 # goodput where the adopted configuration is overloaded and the candidate at its boundary.
 VERIFY_DEFAULTS = {"best": 1, "repeats": 5, "min_effect_pct": 2.0, "alpha": 0.05, "requests_per_level": None}
-TOP_KEYS = ("knobs", "budget", "slo", "workload", "rate", "verify", "neighbour_starts", "seed")
+TOP_KEYS = ("knobs", "budget", "slo", "workload", "rate", "verify", "surrogate_starts", "seed")
 # Without a restart budget the loop of the playbook still needs a length: at most this many candidates.
 MAX_CANDIDATES = 100
 
@@ -139,7 +139,7 @@ def check_search(search: t.Any) -> list[str]:
             _number(f"{VAR}.verify.min_effect_pct", verify["min_effect_pct"], errors, inclusive_low=True)
         if "alpha" in verify:
             _number(f"{VAR}.verify.alpha", verify["alpha"], errors, high=0.5)
-    for key in ("neighbour_starts", "seed"):
+    for key in ("surrogate_starts", "seed"):
         if key in search:
             _number(f"{VAR}.{key}", search[key], errors, integer=True, inclusive_low=True)
     return errors
@@ -179,7 +179,7 @@ class Inputs:
         self.rate = {**RATE_DEFAULTS, **(search.get("rate") or {})}
         self.verify = {**VERIFY_DEFAULTS, **(search.get("verify") or {})}
         self.seed = int(search.get("seed", 0))
-        self.neighbour_starts = int(search.get("neighbour_starts", 0))
+        self.surrogate_starts = int(search.get("surrogate_starts", 0))
 
     def max_candidates(self) -> int:
         """How many candidates the stage may start: the restart budget, else the grid (capped)."""
@@ -245,9 +245,9 @@ class Stage:
         strategy = self.state.get("strategy")
         if strategy is None:
             return GoodputSearch(self.inputs.space, self.inputs.budget, seed=self.inputs.seed, rejects=self.rejects,
-                                 neighbour_starts=self.inputs.neighbour_starts)
+                                 surrogate_starts=self.inputs.surrogate_starts)
         return GoodputSearch.from_json(strategy, self.inputs.space, self.inputs.budget, rejects=self.rejects,
-                                       neighbour_starts=self.inputs.neighbour_starts)
+                                       surrogate_starts=self.inputs.surrogate_starts)
 
     def _write(self, directory: Path, files: dict[str, t.Any]) -> None:
         texts = {name: serialize(content) for name, content in files.items()}
@@ -361,7 +361,7 @@ class Stage:
 
     # -- re-verification ----------------------------------------------------------------------------------------
     def best(self, adopted_args: dict) -> dict:
-        """The candidates to re-verify (``verify.best`` of the highest rates, a rate above 0) and the rate they are
+        """The candidates to re-verify (the ``verify.best`` ranked highest, a rate above 0) and the rate they are
         compared at (the best one's)."""
         search = self.search()
         best = [trial for trial in search.best(int(self.inputs.verify["best"])) if trial["value"] > 0]

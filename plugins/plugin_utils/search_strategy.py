@@ -29,13 +29,25 @@ is told its recorded outcome and asked again, and after ``MAX_ASKS`` repeats an 
 A candidate's objective is its rate search's ``estimate_rps`` (the capacity interpolated inside the final bracket,
 rate_search.py), its ``value`` the rate it promises; without an estimate the value is the objective.
 
-The last ``neighbour_starts`` starts of the budget go to the untried one-step neighbours of the best candidate
-so far (the next value of one knob, up or down), the best recomputed after each: TPE models each knob on its own
-(its default, univariate), so around a best point it keeps sampling combinations of individually good values
-and may never try the one-knob step to the optimum next to it. On the emulator's grid of benchmarks/goodput_search.py
-(60 candidates, 2 within 3 % of the optimum, a budget of about 12 starts; ``--simulate 40``: 40 seeded searches on
-the emulator's model) 3 such starts raised the searches that ended within 3 % of the optimum from 7 to 18 of 40,
-the mean from 94.2 to 95.3 % of the optimum. When the best has no untried neighbour, TPE proposes as before.
+The winner's curse: a candidate's estimate comes from short runs and scatters by 5-10 % around its capacity (a run
+of 120 requests measures its percentiles with that noise), as much as the gap between the best candidates of a
+space, so the highest estimate is often a neighbour of the optimum that was measured lucky. ``best`` therefore
+ranks the measured candidates by the posterior mean of a Gaussian-process surrogate of their estimates over the
+knobs (plugin_utils/surrogate.py: a candidate's own measurement weighed against what its neighbours imply, the
+weights from the measurements' own spread), not by the raw estimate; TPE still learns from the raw estimates.
+
+The last ``surrogate_starts`` starts of the budget go to the untried candidate with the highest expected
+improvement under that surrogate (over the measured candidates' best posterior mean), times the surrogate's
+probability that it starts (the same model over started / failed): TPE models each knob on its own (its default,
+univariate), so around a best point it keeps sampling combinations of individually good values and may never try
+the combination next to it that the measurements point at. The candidates weighed are every untried point of a
+finite grid of at most ``MAX_SURROGATE_CANDIDATES``, else the untried one-step neighbours of the best candidate
+and ``RANDOM_CANDIDATES`` points drawn at random (seeded like the sampler). On the emulator's grid of
+benchmarks/goodput_search.py (60 candidates, 2 within 3 % of the optimum, a budget of about 12 starts;
+``--simulate 40``: 40 seeded searches on the emulator's model) both together raised the searches that ended within
+3 % of the optimum from 18 (3 starts to random untried neighbours of the highest estimate) to 24 of 40 and the mean
+from 95.3 to 97.2 % of the optimum (seeds 40-79: from 4 to 18 of 40); the same starts ranked by the raw estimates
+reached 20 of 40. When no candidate is left, TPE proposes.
 """
 from __future__ import annotations
 
@@ -44,6 +56,7 @@ import random
 import typing as t
 from dataclasses import dataclass
 
+from ansible_collections.llmops.sglang.plugins.plugin_utils import surrogate
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_space import Knob, SearchSpace
 
 try:
@@ -65,6 +78,9 @@ MAX_ASKS = 20
 # installed SGLang does not have), and a continuous space would otherwise be sampled forever.
 MAX_REJECTED_IN_A_ROW = 200
 INFEASIBLE_CONSTRAINT = "starts"  # > 0: the server did not start
+# The surrogate starts weigh every untried point of a grid up to this size, else neighbours and random points.
+MAX_SURROGATE_CANDIDATES = 4096
+RANDOM_CANDIDATES = 256
 
 
 @dataclass(frozen=True)
@@ -113,13 +129,13 @@ class GoodputSearch:
 
     def __init__(self, space: SearchSpace, budget: Budget, *, seed: int = 0,
                  rejects: t.Callable[[dict], str | None] | None = None,
-                 startup_trials: int = DEFAULT_STARTUP_TRIALS, neighbour_starts: int = 0,
+                 startup_trials: int = DEFAULT_STARTUP_TRIALS, surrogate_starts: int = 0,
                  trials: t.Iterable[dict] = ()) -> None:
         if not HAS_OPTUNA:
             raise RuntimeError("the goodput search needs optuna on the controller: install the collection's "
                                "controller requirements (meta/ee-requirements.txt)")
         self.space, self.budget, self.seed = space, budget, seed
-        self.rejects, self.startup_trials, self.neighbour_starts = rejects, startup_trials, neighbour_starts
+        self.rejects, self.startup_trials, self.surrogate_starts = rejects, startup_trials, surrogate_starts
         self.distributions = {knob.name: _distribution(knob) for knob in space.knobs}
         self.trials: list[dict] = [dict(trial) for trial in trials]
 
@@ -214,10 +230,10 @@ class GoodputSearch:
         return None
 
     def _propose(self) -> dict | None:
-        if self.neighbour_starts and self._budget_reason(self.neighbour_starts) is not None:
-            neighbours = self._untried_neighbours()
-            if neighbours:
-                return random.Random(self.seed + len(self.trials)).choice(neighbours)
+        if self.surrogate_starts and self._budget_reason(self.surrogate_starts) is not None:
+            candidates = self._untried_candidates()
+            if candidates:
+                return self._most_promising(candidates)
         study = self._study()
         for _ask in range(MAX_ASKS):
             trial = study.ask(self.distributions)
@@ -248,19 +264,72 @@ class GoodputSearch:
             trial.set_constraint(INFEASIBLE_CONSTRAINT, 1.0)
         study.tell(trial, objective(known) if known["state"] == "complete" else 0.0)
 
-    def _untried_neighbours(self) -> list[dict]:
-        """The candidates one knob step away from the best so far that are not in the history."""
-        best = self.best(1)
-        if not best or not best[0]["value"]:
+    # -- the surrogate ------------------------------------------------------------------------------------------
+    def _coordinates(self, params: t.Mapping) -> list[float]:
+        return [knob.position(params[knob.name]) for knob in self.space.knobs]
+
+    def _completed(self) -> list[dict]:
+        return [trial for trial in self.trials if trial["state"] == "complete"]
+
+    def smoothed(self) -> dict[int, float]:
+        """Each completed trial's number -> the surrogate's posterior mean of its objective (what ``best`` ranks by;
+        with fewer than 3 completed trials, their objectives)."""
+        completed = self._completed()
+        points = [self._coordinates(trial["params"]) for trial in completed]
+        means, _spreads = surrogate.posterior(points, [objective(trial) for trial in completed], points)
+        return {trial["number"]: mean for trial, mean in zip(completed, means)}
+
+    def _most_promising(self, candidates: list[dict]) -> dict:
+        """The candidate of the highest expected improvement over the best posterior mean, times its probability
+        of starting (the surrogate of started 1 / failed 0; 1 while none failed); the first of equals."""
+        completed = self._completed()
+        points = [self._coordinates(trial["params"]) for trial in completed]
+        queries = [self._coordinates(candidate) for candidate in candidates]
+        means, spreads = surrogate.posterior(points, [objective(trial) for trial in completed], queries + points)
+        incumbent = max(means[len(queries):], default=0.0)
+        started = [trial for trial in self.trials if trial["state"] != "invalid"]
+        odds, _spreads = surrogate.posterior([self._coordinates(trial["params"]) for trial in started],
+                                             [float(trial["state"] == "complete") for trial in started], queries)
+        scores = [surrogate.expected_improvement(mean, spread, incumbent) * min(max(odd, 0.0), 1.0)
+                  for mean, spread, odd in zip(means, spreads, odds)]
+        return candidates[max(range(len(candidates)), key=lambda index: (scores[index], -index))]
+
+    def _untried_candidates(self) -> list[dict]:
+        """What the surrogate starts choose from: the grid's untried points, or for a large or continuous space the
+        untried neighbours of the best and random points (none without a measured candidate)."""
+        if not self._completed():
             return []
         seen = {self.space.key(trial["params"]) for trial in self.trials}
-        neighbours = []
+        size = self.space.grid_size()
+        if size is not None and size <= MAX_SURROGATE_CANDIDATES:
+            points = (self.space.grid_point(index) for index in range(size))
+        else:
+            rng = random.Random(self.seed + len(self.trials))
+            points = [*self._neighbours(self.best(1)[0]["params"]),
+                      *(self._random_point(rng) for _point in range(RANDOM_CANDIDATES))]
+        untried, keys = [], set(seen)
+        for point in points:
+            if self.space.key(point) not in keys:
+                keys.add(self.space.key(point))
+                untried.append(point)
+        return untried
+
+    def _neighbours(self, params: dict) -> list[dict]:
+        """The candidates one knob step away from ``params``."""
+        return [{**params, knob.name: value} for knob in self.space.knobs
+                for value in knob.neighbours(params[knob.name])]
+
+    def _random_point(self, rng: random.Random) -> dict:
+        point = {}
         for knob in self.space.knobs:
-            for value in knob.neighbours(best[0]["params"][knob.name]):
-                candidate = {**best[0]["params"], knob.name: value}
-                if self.space.key(candidate) not in seen:
-                    neighbours.append(candidate)
-        return neighbours
+            values = knob.points()
+            if values is not None:
+                point[knob.name] = rng.choice(values)
+            elif knob.log:
+                point[knob.name] = knob.canonical(knob.low * (knob.high / knob.low) ** rng.random())
+            else:
+                point[knob.name] = knob.canonical(knob.low + (knob.high - knob.low) * rng.random())
+        return point
 
     def _unseen_grid_point(self) -> dict | None:
         """A random candidate of a finite grid not in the history (seeded like the sampler); None if none."""
@@ -275,21 +344,26 @@ class GoodputSearch:
 
     # -- results and state --------------------------------------------------------------------------------------
     def best(self, count: int = 1) -> list[dict]:
-        """The ``count`` completed trials with the highest objective (the ones to re-verify before adopting)."""
-        completed = [trial for trial in self.trials if trial["state"] == "complete"]
-        return sorted(completed, key=lambda trial: (-objective(trial), trial["number"]))[:count]
+        """The ``count`` completed trials of the highest posterior mean (``smoothed``; the ones to re-verify before
+        adopting)."""
+        smoothed = self.smoothed()
+        return sorted(self._completed(), key=lambda trial: (-smoothed[trial["number"]], trial["number"]))[:count]
 
     def to_json(self) -> dict:
+        smoothed = self.smoothed()
         return {"schema_version": SCHEMA_VERSION, "seed": self.seed, "startup_trials": self.startup_trials,
-                "neighbour_starts": self.neighbour_starts,
+                "surrogate_starts": self.surrogate_starts,
                 "space": self.space.as_dict(), "budget": self.budget.as_dict(), "spent": self.spent(),
-                "stop_reason": self.stop_reason(), "trials": self.trials}
+                "stop_reason": self.stop_reason(), "trials": self.trials,
+                # the ranking best() makes, highest first: number and posterior mean (run_report's best candidate)
+                "ranking": [{"number": trial["number"], "smoothed_rps": round(smoothed[trial["number"]], 6)}
+                            for trial in self.best(len(self.trials))]}
 
     @classmethod
     def from_json(cls, state: dict, space: SearchSpace, budget: Budget,
                   rejects: t.Callable[[dict], str | None] | None = None,
-                  neighbour_starts: int = 0) -> "GoodputSearch":
-        """Resume from ``to_json()``; the space must be the one it was made for (the budget and the neighbour
+                  surrogate_starts: int = 0) -> "GoodputSearch":
+        """Resume from ``to_json()``; the space must be the one it was made for (the budget and the surrogate
         starts may have changed)."""
         if state.get("schema_version") != SCHEMA_VERSION:
             raise ValueError(f"search state: schema_version {state.get('schema_version')!r} is not "
@@ -302,4 +376,4 @@ class GoodputSearch:
                 raise ValueError(f"search state: trial {trial.get('number')} has state {trial.get('state')!r}, "
                                  f"not one of {', '.join(STATES)}")
         return cls(space, budget, seed=state["seed"], rejects=rejects, startup_trials=state["startup_trials"],
-                   neighbour_starts=neighbour_starts, trials=state["trials"])
+                   surrogate_starts=surrogate_starts, trials=state["trials"])

@@ -85,3 +85,13 @@ def test_a_wrong_space_fails_naming_the_field_and_the_fix(knobs, message):
     with pytest.raises(ValueError) as error:
         parse_space(knobs)
     assert message in str(error.value)
+
+
+def test_a_knob_places_its_values_on_zero_to_one_for_the_surrogate():
+    space = parse_space({"max_running_requests": {"values": [8, 16, 32]},
+                         "mem_fraction_static": {"low": 0.8, "high": 0.9},
+                         "schedule_conservativeness": {"low": 0.1, "high": 10.0, "log": True}})
+    running, memory, conservativeness = space.knobs
+    assert [running.position(value) for value in (8, 16, 32)] == [0.0, 0.5, 1.0]
+    assert memory.position(0.85) == pytest.approx(0.5)
+    assert conservativeness.position(1.0) == pytest.approx(0.5)

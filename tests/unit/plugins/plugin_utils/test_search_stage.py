@@ -81,7 +81,7 @@ def test_a_search_records_every_trial_and_its_probes(tmp_path):
 
 
 def test_a_trial_is_ranked_by_the_estimate_its_slo_margins_give(tmp_path):
-    stage = Stage(tmp_path, Inputs({**SEARCH, "neighbour_starts": 1}))
+    stage = Stage(tmp_path, Inputs({**SEARCH, "surrogate_starts": 1}))
     stage.next_candidate(ADOPTED)
     step = stage.probe(None, None, None)
     while not step["done"]:  # TTFT p90 = 300 ms x (rate / 7.7)^4: the SLO's target is met up to 7.7 req/s
@@ -93,7 +93,7 @@ def test_a_trial_is_ranked_by_the_estimate_its_slo_margins_give(tmp_path):
     trial, result = step["trial"], step["result"]
     assert trial["value"] == result["rate_rps"] < 7.7 < result["bracket"][1]
     assert trial["estimate_rps"] == result["estimate_rps"] == pytest.approx(7.7)
-    assert json.loads((tmp_path / "search.json").read_text())["strategy"]["neighbour_starts"] == 1
+    assert json.loads((tmp_path / "search.json").read_text())["strategy"]["surrogate_starts"] == 1
 
 
 def test_the_stepped_rate_search_is_find_max_rate():
@@ -178,10 +178,10 @@ def test_the_verdict_adopts_only_a_significant_goodput_gain(tmp_path):
     ({"rate": {"repeats": 0}}, "tuning_run_search.rate.repeats: must be an integer >= 1, got 0"),
     ({"verify": {"repeats": 2}}, "tuning_run_search.verify.repeats: must be an integer >= 3, got 2"),
     ({"workload": {"arrival": {}}}, "tuning_run_search.workload.arrival: unknown key"),
-    ({"neighbour_starts": -1}, "tuning_run_search.neighbour_starts: must be an integer >= 0, got -1"),
+    ({"surrogate_starts": -1}, "tuning_run_search.surrogate_starts: must be an integer >= 0, got -1"),
     ({"knobs": {"max-running-requests": {"values": [1, 2]}}}, "tuning_run_search.knobs: 'max-running-requests' is "
                                                                "not a server arg name"),
-], ids=["budget", "slo", "rate", "verify", "workload", "neighbour_starts", "knobs"])
+], ids=["budget", "slo", "rate", "verify", "workload", "surrogate_starts", "knobs"])
 def test_input_errors_name_the_field(change, message):
     errors = check_search({**SEARCH, **change})
     assert any(error.startswith(message) for error in errors), errors
