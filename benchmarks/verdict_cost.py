@@ -15,7 +15,7 @@ and +15 % at run-to-run noise CVs of 1 % and 3 %, many seeded trials each:
 2. the fixed policy measures 5 candidate repeats per level and decides with ``compare_sweeps`` + ``decide_trial``
    exactly as the pipeline did before the stopping rule; the sequential policy asks the collection's stopping rule
    (``sweep_stats.sequential_stop_rule``, what the ``bench`` module runs) after every run, through the bench
-   client's own ``stop_after_run``/``ends_sweep``, then decides the recorded sweep with the same two functions;
+   client's own ``stop_after_run``/``sweep_order``, then decides the recorded sweep with the same two functions;
    both policies see the same draws (a paired comparison);
 3. GPU-minutes per configuration come from a cost model of the design's real case: the emulator's demo profile
    (4 GPUs, its real-GPU startup phases, its performance model of the 1000-in/1000-out baseline sweep) and the
@@ -52,8 +52,8 @@ for package_root in (ROOT / "collections", EMULATOR / "sglang", EMULATOR / "trit
 # pylint: disable=wrong-import-position
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (  # noqa: E402
     BenchConfig,
-    ends_sweep,
     stop_after_run,
+    sweep_order,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.decisions import decide_trial  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.drift import drift_check  # noqa: E402
@@ -103,10 +103,11 @@ class CostModel:
     run_s: dict[int, float]
     throughput: dict[int, float]
 
-    def gpu_minutes(self, runs_per_level: dict[int, int], *, full_warmups: bool = False) -> float:
-        """GPUs x wall minutes of a restart and the levels measured (a level not measured costs nothing)."""
+    def gpu_minutes(self, visits: t.Sequence[tuple[int, int]], *, full_warmups: bool = False) -> float:
+        """GPUs x wall minutes of a restart and the levels measured, ``visits`` (concurrency, runs) each with its
+        warm-up (a level not measured costs nothing, a level reopened by the stopping rule warms up again)."""
         warmup_s = self.full_warmup_s if full_warmups else self.warmup_s
-        seconds = self.restart_s + sum(warmup_s[c] + runs * self.run_s[c] for c, runs in runs_per_level.items())
+        seconds = self.restart_s + sum(warmup_s[c] + runs * self.run_s[c] for c, runs in visits)
         return self.gpus * seconds / 60.0
 
     def repeat_minutes(self) -> float:
@@ -186,26 +187,26 @@ def _adopted(reference: dict, candidate: dict) -> bool:
     return decide_trial(compare_sweeps(reference, candidate, **COMPARE))["adopt"]
 
 
-def fixed_policy(trial: Trial) -> tuple[bool, dict[int, int]]:
+def fixed_policy(trial: Trial) -> tuple[bool, list[tuple[int, int]]]:
     candidate = _sweep({c: runs[:FIXED_REPEATS] for c, runs in trial.candidate_runs.items()})
-    return _adopted(trial.reference, candidate), {c: FIXED_REPEATS for c in LEVELS}
+    return _adopted(trial.reference, candidate), [(c, FIXED_REPEATS) for c in LEVELS]
 
 
-def sequential_policy(trial: Trial, options: dict) -> tuple[bool, dict[int, int]]:
-    """The bench module's loop: one run at a time per level, the rule asked after each, a regression ends it."""
+def sequential_policy(trial: Trial, options: dict) -> tuple[bool, list[tuple[int, int]]]:
+    """The bench module's loop: one run at a time per level, the rule asked after each, a regression ends it, a
+    level the rule reopens is measured on (bench_client.sweep_order)."""
     plan = sequential_plan(trial.reference, LEVELS, {**options, **COMPARE_BOUND})
     stop_rule = sequential_stop_rule(trial.reference, plan)
     sweep: dict[str, t.Any] = {"levels": [], "not_measured": [], "sequential": plan}
-    for ordinal, concurrency in enumerate(LEVELS):
-        runs: list[dict] = []
-        stopped = None
+    visits: list[tuple[int, int]] = []
+    for concurrency, earlier in sweep_order(sweep, LEVELS):
+        runs, stopped = list(earlier), None
         while stopped is None and len(runs) < plan["design"]["max_repeats"]:
             runs.append({"agg_tok_s": trial.candidate_runs[concurrency][len(runs)]})
             stopped = stop_after_run(stop_rule, concurrency, runs, _no_progress)
         sweep["levels"].append({"concurrency": concurrency, "runs": runs, "sequential": stopped})
-        if ends_sweep(sweep, sweep["levels"][-1], LEVELS[ordinal + 1:]):
-            break
-    return _adopted(trial.reference, sweep), {level["concurrency"]: len(level["runs"]) for level in sweep["levels"]}
+        visits.append((concurrency, len(runs) - len(earlier)))
+    return _adopted(trial.reference, sweep), visits
 
 
 def _no_progress(_event: dict) -> None:
@@ -226,12 +227,12 @@ class Tally:
     levels: int = 0
     trials: int = 0
 
-    def add(self, adopted: bool, runs_per_level: dict[int, int], cost: CostModel) -> None:
+    def add(self, adopted: bool, visits: list[tuple[int, int]], cost: CostModel) -> None:
         self.adopted += adopted
-        self.gpu_minutes += cost.gpu_minutes(runs_per_level, full_warmups=self.full_warmups)
-        self.full_warmup_gpu_minutes += cost.gpu_minutes(runs_per_level, full_warmups=True)
-        self.runs += sum(runs_per_level.values())
-        self.levels += len(runs_per_level)
+        self.gpu_minutes += cost.gpu_minutes(visits, full_warmups=self.full_warmups)
+        self.full_warmup_gpu_minutes += cost.gpu_minutes(visits, full_warmups=True)
+        self.runs += sum(runs for _concurrency, runs in visits)
+        self.levels += len({concurrency for concurrency, _runs in visits})
         self.trials += 1
 
     def as_dict(self) -> dict:
@@ -240,7 +241,7 @@ class Tally:
                 "repeats_per_level": self.runs / self.levels, "levels_measured": self.levels / self.trials}
 
 
-POLICIES: dict[str, t.Callable[[Trial, dict], tuple[bool, dict[int, int]]]] = {
+POLICIES: dict[str, t.Callable[[Trial, dict], tuple[bool, list[tuple[int, int]]]]] = {
     "fixed": lambda trial, _options: fixed_policy(trial), "sequential": sequential_policy,
 }
 
@@ -355,7 +356,7 @@ def cost_lines(cost: CostModel, instance_cv: float) -> list[str]:
     levels = ", ".join(f"C={c}: {cost.throughput[c]:.0f} tok/s, warm-up {cost.full_warmup_s[c]:.0f} -> "
                        f"{cost.warmup_s[c]:.0f} s, "
                        f"run {cost.run_s[c]:.0f} s" for c in LEVELS)
-    fixed = cost.gpu_minutes({c: FIXED_REPEATS for c in LEVELS}, full_warmups=True)
+    fixed = cost.gpu_minutes([(c, FIXED_REPEATS) for c in LEVELS], full_warmups=True)
     return [
         f"cost model (demo profile, real-GPU seconds): {cost.gpus} GPUs; restart {cost.restart_s:.0f} s (startup "
         "phases + shutdown); one repeat of the 1000/1000 sweep "

@@ -554,6 +554,25 @@ def ends_sweep(sweep: dict, level: dict, remaining: t.Sequence[int]) -> bool:
     return True
 
 
+def sweep_order(sweep: dict, concurrency_levels: t.Sequence[int]) -> t.Iterator[tuple[int, list[dict]]]:
+    """The levels to measure, each with the runs it has so far; the caller appends each level to ``sweep["levels"]``
+    before asking for the next. A stop that ends the sweep ends it (``ends_sweep``); a stop that reopens earlier
+    levels (``reopens``: they stopped not improved, and a regression there now decides the adoption) takes them out
+    of the sweep to be measured on next, so ``levels`` lists every level in the order its verdict was settled."""
+    pending: list[tuple[int, list[dict]]] = [(concurrency, []) for concurrency in concurrency_levels]
+    while pending:
+        concurrency, runs = pending.pop(0)
+        yield concurrency, runs
+        level = sweep["levels"][-1]
+        if ends_sweep(sweep, level, [waiting for waiting, _runs in pending]):
+            return
+        reopened = [earlier for earlier in sweep["levels"]
+                    if earlier["concurrency"] in ((level.get("sequential") or {}).get("reopens") or ())]
+        for earlier in reversed(reopened):
+            sweep["levels"].remove(earlier)
+            pending.insert(0, (earlier["concurrency"], earlier["runs"]))
+
+
 def failed_share_error(level: dict, max_failed_share: float) -> str | None:
     """Why a completed level is no measurement: more than ``max_failed_share`` of its timed requests failed.
 
@@ -765,12 +784,12 @@ class _LevelRunner:
         return max(1, round(config.input_len * config.input_len / measured))
 
 
-async def _timed_runs(runner: _LevelRunner, concurrency: int,
-                      progress: t.Callable[[dict], None]) -> tuple[list[dict], dict | None]:
+async def _timed_runs(runner: _LevelRunner, concurrency: int, progress: t.Callable[[dict], None],
+                      earlier: list[dict]) -> tuple[list[dict], dict | None]:
     config = runner.config
     requests = config.requests_for(concurrency)
-    runs: list[dict] = []
-    for repeat in range(1, config.repeats + 1):
+    runs = list(earlier)
+    for repeat in range(len(runs) + 1, config.repeats + 1):
         records, wall_s, cpu_s = await runner.run_batch(concurrency, requests)
         run = aggregate_run(records, wall_s=wall_s, output_len=config.output_len, concurrency=concurrency,
                             steady_state=config.steady_state)
@@ -790,7 +809,10 @@ async def _timed_runs(runner: _LevelRunner, concurrency: int,
     return runs, None
 
 
-async def _run_level(runner: _LevelRunner, concurrency: int, progress: t.Callable[[dict], None]) -> dict:
+async def _run_level(runner: _LevelRunner, concurrency: int, progress: t.Callable[[dict], None],
+                     earlier: list[dict]) -> dict:
+    """A level's warm-up and timed runs after ``earlier`` ones (a level the stopping rule reopened: warmed up again,
+    since other levels ran in between)."""
     config = runner.config
     warmup = config.warmup_for(concurrency)
     progress({"event": "level_start", "concurrency": concurrency, "warmup_requests": warmup,
@@ -803,7 +825,7 @@ async def _run_level(runner: _LevelRunner, concurrency: int, progress: t.Callabl
     # collector, so its passes during the hot loop stay short.
     gc.collect()
     gc.freeze()
-    runs, stopped = await _timed_runs(runner, concurrency, progress)
+    runs, stopped = await _timed_runs(runner, concurrency, progress, earlier)
     level = check_level(make_level(concurrency, config.requests_for(concurrency), warmup, runs, stopped), config)
     progress({"event": "level_done", "concurrency": concurrency, "agg_tok_s": level["summary"]["agg_tok_s"],
               "per_req_tok_s": level["summary"]["per_req_tok_s"]})
@@ -904,13 +926,11 @@ async def _sweep_levels(config: BenchConfig, sweep: dict, progress: t.Callable[[
             return str(exc), exc.kind
         if config.arrival is not None:
             return await _sweep_rates(runner, sweep, progress)
-        for ordinal, concurrency in enumerate(config.concurrency_levels):
+        for concurrency, earlier in sweep_order(sweep, config.concurrency_levels):
             stopped = await _append_level(sweep, config, f"concurrency {concurrency}",
-                                          _run_level(runner, concurrency, progress))
+                                          _run_level(runner, concurrency, progress, earlier))
             if stopped:
                 return stopped
-            if ends_sweep(sweep, sweep["levels"][-1], config.concurrency_levels[ordinal + 1:]):
-                break
     return None, None
 
 

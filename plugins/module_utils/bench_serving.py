@@ -23,12 +23,12 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
     BenchConfig,
     StopRule,
     check_level,
-    ends_sweep,
     finish_sweep,
     make_level,
     new_sweep,
     resolve_model,
     stop_after_run,
+    sweep_order,
 )
 from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import command_environment
 
@@ -137,14 +137,16 @@ def _run_once(config: BenchConfig, argv: list[str], output_file: Path, run_comma
     return last_record(output_file)
 
 
-def _run_level(config: BenchConfig, model: str, concurrency: int, ordinal: int, python: str, workdir: Path,
+def _run_level(config: BenchConfig, model: str, concurrency: int, earlier: list[dict], python: str, workdir: Path,
                run_command: RunCommand, progress: t.Callable[[dict], None], stop_rule: StopRule | None) -> dict:
+    """A level's runs after ``earlier`` ones (a level the stopping rule reopened); each invocation warms up."""
     requests, warmup = config.requests_for(concurrency), config.warmup_for(concurrency)
+    ordinal = list(config.concurrency_levels).index(concurrency)
     progress({"event": "level_start", "concurrency": concurrency, "warmup_requests": warmup, "requests": requests,
               "repeats": config.repeats})
-    runs: list[dict] = []
+    runs = list(earlier)
     stopped = None
-    for repeat in range(1, config.repeats + 1):
+    for repeat in range(len(runs) + 1, config.repeats + 1):
         output_file = workdir / f"bench_serving_c{concurrency}_r{repeat}.jsonl"
         # A fresh seed per invocation: identical random prompts would turn repeats into prefix-cache hits.
         seed = config.seed * 1000 + ordinal * config.repeats + repeat
@@ -182,13 +184,11 @@ def run_bench_serving_sweep(config: BenchConfig, *, python: str, workdir: Path,
         sweep["model"] = resolve_model(config)
     except BenchAborted as exc:
         return finish_sweep(sweep, str(exc), on_progress, exc.kind)
-    for ordinal, concurrency in enumerate(config.concurrency_levels):
+    for concurrency, earlier in sweep_order(sweep, config.concurrency_levels):
         try:
-            sweep["levels"].append(_run_level(config, sweep["model"], concurrency, ordinal, python, workdir,
+            sweep["levels"].append(_run_level(config, sweep["model"], concurrency, earlier, python, workdir,
                                               run_command, progress, stop_rule))
         except BenchAborted as exc:
             sweep["failed_level"] = exc.level
             return finish_sweep(sweep, f"concurrency {concurrency}: {exc}", on_progress, exc.kind)
-        if ends_sweep(sweep, sweep["levels"][-1], config.concurrency_levels[ordinal + 1:]):
-            break
     return finish_sweep(sweep, None, on_progress)

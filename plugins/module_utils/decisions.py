@@ -79,7 +79,8 @@ def _adjustment_reason(entry: dict) -> str:
 
 def _unconfident_reason(comparison: dict) -> str:
     if comparison.get("sequential"):
-        return "not adopted: the stopping rule left a level undecided (its sweep ended before a boundary decided it)"
+        return ("not adopted: the stopping rule left a level undecided (its sweep ended before a boundary decided it, "
+                "or it stopped not improved and a later level's improvement needs the regression it did not rule out)")
     return "too few runs to adopt (low confidence: fewer than 5 per side); measure with repeats >= 5"
 
 

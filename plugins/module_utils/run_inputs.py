@@ -382,7 +382,7 @@ def check_sequential(checker: Checker, sequential: t.Any, bench: t.Any) -> None:
         beta = checker.check(as_number, f"{path}.beta", rule["beta"], minimum=0, strict=True, maximum=0.5)
         if beta == 0.5:
             checker.errors.append(f"{path}.beta: must be below 0.5, got {rule['beta']!r}")
-    for key in ("stop_on_regression", "guard_after_improvement"):
+    for key in ("stop_on_regression", "one_sided_stops"):
         if key in rule:
             checker.check(as_bool, f"{path}.{key}", rule[key])
     if not isinstance(bench, dict) or "repeats" not in bench:

@@ -26,16 +26,21 @@ n_reference + k - 2 degrees of freedom:
   with probability at most beta. The boundary is non-binding: it was computed as if efficacy never stopped, which
   only makes it conservative.
 
-* no regression (``guard_after_improvement``, the default): a level measured after another level of the same sweep
-  stopped ``improved`` can no longer change whether the sweep is adopted except by regressing, so it stops
-  ``not_regressed`` as soon as the lower side of that one-sided beta interval alone lies above -threshold: a true
-  regression at least as large as the threshold passes this way with probability at most beta, and without a change
-  the level usually stops at its first look. Crossing an efficacy boundary still stops it ``improved`` or
-  ``regressed``. The levels are judged in the order they were measured (the sweep's), so this is the same decision
-  the bench module stopped on.
+* one-sided stops (``one_sided_stops``, the default): a sweep is adopted when a level improved and none regressed,
+  so a level only has to settle the side that can still change that. Before any level of the sweep improved
+  (``watch`` ``improvement``) it stops ``not_improved`` as soon as the upper side of that one-sided beta interval
+  lies below +threshold (a true improvement at least as large as the threshold stops this way with probability at
+  most beta), unless the change is at or beyond -threshold: a likely regression is measured on towards its efficacy
+  boundary, which ends the sweep. After a level improved (``watch`` ``regression``) it stops ``not_regressed`` as
+  soon as the lower side alone lies above -threshold (a true regression at least as large as the threshold passes at
+  most beta). A level that stopped ``not_improved`` before a later level improved has to rule out a regression as
+  well (``rules_out_regression``, the same lower side): the bench module measures it on after the improved level
+  (``reopens``), and a sweep in which it did not is undecided and not adopted. Crossing an efficacy boundary still
+  stops a level ``improved`` or ``regressed``. The levels are judged in the order they were measured (the sweep's),
+  so these are the decisions the bench module stopped on.
 
 At max_repeats the last look decides: the efficacy boundary there spends what is left of alpha, and a level that
-does not cross it is ``no_change`` (``not_regressed`` for a guarded level). Pure functions; Student's t from scipy,
+does not cross it is ``no_change`` (``not_regressed`` while watching for a regression). Pure functions; Student's t from scipy,
 which the ``bench`` module's Python on the GPU host (SGLang's venv) has because SGLang requires it.
 """
 from __future__ import annotations
@@ -46,11 +51,13 @@ import statistics
 import typing as t
 
 SPENDING_FUNCTIONS = ("obrien_fleming", "pocock")
-DECISIONS = ("continue", "improved", "regressed", "no_change", "not_regressed")
+DECISIONS = ("continue", "improved", "regressed", "no_change", "not_improved", "not_regressed")
+# What a level watches for under one_sided_stops: the side of its interval that can still change the adoption.
+WATCHES = ("improvement", "regression")
 # beta 0.2: a change as large as the effect threshold is stopped as "no change" at most 20% of the time (the usual
 # 80% power); the fixed 5-repeat rule finds a change of exactly the threshold about half the time.
 DESIGN_DEFAULTS = {"min_repeats": 2, "max_repeats": 10, "spending": "obrien_fleming", "futility_spending": "pocock",
-                   "beta": 0.2, "stop_on_regression": True, "guard_after_improvement": True}
+                   "beta": 0.2, "stop_on_regression": True, "one_sided_stops": True}
 # Past 50 repeats a sweep costs hours of GPU time per configuration; the boundary recursion is quadratic in looks.
 MAX_REPEATS_LIMIT = 50
 # Grid of the recursive integration: 201 Simpson points per look keep boundaries within 1e-3 of published tables.
@@ -237,7 +244,7 @@ def validated_design(options: dict, *, alpha: float, levels: int, where: str = "
         if design[key] not in SPENDING_FUNCTIONS:
             raise ValueError(f"{where}.{key} must be one of {', '.join(SPENDING_FUNCTIONS)}, got {design[key]!r}")
     design["beta"] = _require_share(f"{where}.beta", design["beta"], 0.5)
-    for key in ("stop_on_regression", "guard_after_improvement"):
+    for key in ("stop_on_regression", "one_sided_stops"):
         if not isinstance(design[key], bool):
             raise ValueError(f"{where}.{key} must be true or false, got {design[key]!r}")
     design["alpha"] = _require_share("alpha", alpha, 1.0)
@@ -278,21 +285,24 @@ def _t_statistic(estimate: float, se: float) -> float:
 
 
 def _decide(estimate: float, se: float, statistic: float, look: dict, threshold: float,
-            last: bool, guard: bool = False) -> tuple[str, str | None]:
+            last: bool, watch: str | None = None) -> tuple[str, str | None]:
     """Decision and the boundary that made it, on the log scale (``threshold`` = log(1 + threshold_pct/100)).
 
-    ``guard``: a level measured after another level of the sweep improved. The adoption is then decided by whether
-    this level regressed, so it stops ``not_regressed`` once the lower side of the no-change interval alone clears
-    -threshold (the one-sided beta design: a true regression as large as the threshold passes at most beta)."""
+    ``watch`` (one_sided_stops): ``improvement`` before any level of the sweep improved, ``regression`` after one;
+    None settles both sides (the two-sided no-change interval)."""
     if statistic >= look["efficacy_t"] and estimate >= threshold:
         return "improved", "efficacy_upper"
     if statistic <= -look["efficacy_t"] and estimate <= -threshold:
         return "regressed", "efficacy_lower"
-    if guard:
-        if estimate - look["no_change_t"] * se > -threshold:
+    below_upper = estimate + look["no_change_t"] * se < threshold
+    above_lower = estimate - look["no_change_t"] * se > -threshold
+    if watch == "regression":
+        if above_lower:
             return "not_regressed", "no_regression"
         return ("not_regressed", "max_repeats") if last else ("continue", None)
-    if abs(estimate) + look["no_change_t"] * se < threshold:
+    if watch == "improvement" and below_upper and estimate > -threshold:
+        return "not_improved", "no_improvement"
+    if below_upper and above_lower:
         return "no_change", "no_change"
     if last:
         return "no_change", "max_repeats"
@@ -310,6 +320,10 @@ def _reason(decision: str, boundary: str | None, record: dict) -> str:
         return (f"no change: the change {record['estimate_pct']:+.2f}% ± {record['no_change_bound']:.2f} se lies "
                 f"inside ±{record['threshold_pct']:.2f}% at repeat {k} (beta spent {record['beta_spent']:.4f} of "
                 f"{record['beta']:g})")
+    if boundary == "no_improvement":
+        return (f"not improved: the change {record['estimate_pct']:+.2f}% + {record['no_change_bound']:.2f} se lies "
+                f"below +{record['threshold_pct']:.2f}% at repeat {k} (no level before it improved, so only an "
+                f"improvement could change the verdict; beta spent {record['beta_spent']:.4f} of {record['beta']:g})")
     if boundary == "no_regression":
         return (f"not regressed: the change {record['estimate_pct']:+.2f}% - {record['no_change_bound']:.2f} se lies "
                 f"above -{record['threshold_pct']:.2f}% at repeat {k} (a level before it improved, so only a "
@@ -331,16 +345,16 @@ def _early(reference: list[float], candidate: list[float], design: dict) -> dict
 
 
 def look_at_level(reference: list[float], candidate: list[float], threshold_pct: float, design: dict,
-                  guard: bool = False) -> dict:
+                  watch: str | None = None) -> dict:
     """The sequential decision for one level after ``len(candidate)`` candidate runs.
 
-    ``guard``: another level of the sweep, measured before this one, improved (and the design's
-    ``guard_after_improvement`` is on): the level only has to show it did not regress.
+    ``watch`` (with the design's ``one_sided_stops``): ``improvement`` while no level of the sweep measured before
+    this one improved, ``regression`` after one did: the one side of the interval the level has to settle.
 
-    Returns the record of the look: ``decision`` (continue | improved | regressed | no_change | not_regressed),
-    ``boundary`` (what stopped it: efficacy_upper | efficacy_lower | no_change | no_regression | max_repeats, or
-    None), ``statistic`` (t), the boundaries
-    at this look, the error spent so far, the estimate with its repeated confidence interval, and ``reason``."""
+    Returns the record of the look: ``decision`` (continue | improved | regressed | no_change | not_improved |
+    not_regressed), ``boundary`` (what stopped it: efficacy_upper | efficacy_lower | no_change | no_improvement |
+    no_regression | max_repeats, or None), ``rules_out_regression`` (the lower side of the interval above
+    -threshold), ``statistic`` (t), the boundaries at this look, the error spent so far, the estimate with its repeated confidence interval, and ``reason``."""
     if len(reference) < 2:
         raise ValueError(f"a sequential verdict needs at least 2 reference runs, got {len(reference)}")
     if len(candidate) > design["max_repeats"]:
@@ -353,17 +367,20 @@ def look_at_level(reference: list[float], candidate: list[float], threshold_pct:
     estimate, se, df = _log_statistics(reference, candidate)
     threshold = math.log1p(threshold_pct / 100.0)
     statistic = _t_statistic(estimate, se)
+    if watch is not None and watch not in WATCHES:
+        raise ValueError(f"watch must be one of {', '.join(WATCHES)} or None, got {watch!r}")
     decision, boundary = _decide(estimate, se, statistic, look, threshold, len(candidate) == design["max_repeats"],
-                                 guard)
+                                 watch)
     half_width = look["efficacy_t"] * se if se > 0 else 0.0
     record = {
         "decision": decision, "boundary": boundary, "repeats": len(candidate), "n_reference": len(reference),
-        "min_repeats": design["min_repeats"], "max_repeats": design["max_repeats"], "df": df, "guard": guard,
+        "min_repeats": design["min_repeats"], "max_repeats": design["max_repeats"], "df": df, "watch": watch,
         "statistic": statistic, "efficacy_bound": look["efficacy_t"], "no_change_bound": look["no_change_t"],
         "information_fraction": look["fraction"], "level_alpha": design["level_alpha"],
         "alpha_spent": look["alpha_spent"],
         "beta": design["beta"], "beta_spent": look["beta_spent"], "threshold_pct": threshold_pct,
         "estimate_pct": _pct(estimate), "se_log": se,
+        "rules_out_regression": estimate - look["no_change_t"] * se > -threshold,
         "p_value": 2.0 * t_upper_tail(abs(statistic), df),
         # The repeated confidence interval: it covers the true change at every look at once with 1 - level_alpha.
         "ci_low_pct": _pct(estimate - half_width), "ci_high_pct": _pct(estimate + half_width),

@@ -148,7 +148,8 @@ def _markdown_table(header: str, rows: list[list[str]], *, text_columns: int = 0
 def sweep_table(sweep: dict) -> str:
     """Operators' Markdown table of a sweep: one row per level, medians over repeats; Ok = ok/attempted, all repeats."""
     rows = []
-    for index, level in enumerate(_levels_of(sweep, "sweep")):
+    # by concurrency: a level the stopping rule reopened is listed after the level that reopened it
+    for index, level in sorted(enumerate(_levels_of(sweep, "sweep")), key=lambda item: item[1]["concurrency"]):
         summary = summarize_level(level["runs"], where=f"sweep.levels[{index}]")
         attempted = summary["ok"] + summary["failed"]
         rows.append([
@@ -269,12 +270,12 @@ def _noise_band_verdict(change: float, options: dict) -> dict:
 
 
 def _sequential_verdict(baseline: list[float], candidate: list[float], options: dict, design: dict,
-                        guard: bool = False) -> dict:
+                        watch: str | None = None) -> dict:
     """The stopping rule's look at this level; confident once a boundary decided it (the design bounds the errors,
-    not a run count), low confidence while it would still measure more. ``guard``: a level measured before it
-    improved, so it only has to show no regression (``not_regressed`` is within noise for the verdict)."""
+    not a run count), low confidence while it would still measure more. ``watch``: the one side the level has to
+    settle (sequential_verdict.look_at_level; ``not_improved`` and ``not_regressed`` are within noise)."""
     threshold = _effect_threshold(baseline, candidate, options)
-    look = look_at_level(baseline, candidate, threshold, design, guard)
+    look = look_at_level(baseline, candidate, threshold, design, watch)
     boundary = look["boundary"]
     verdict = look["decision"] if look["decision"] in ("improved", "regressed") else "within_noise"
     return {
@@ -286,7 +287,7 @@ def _sequential_verdict(baseline: list[float], candidate: list[float], options: 
 
 
 def _compare_level(concurrency: int, baseline_runs: list[dict], candidate_runs: list[dict], where: tuple[str, str],
-                   options: dict, design: dict | None, guard: bool = False) -> dict:
+                   options: dict, design: dict | None, watch: str | None = None) -> dict:
     metric = options["metric"]
     baseline = _metric_values(baseline_runs, metric, where[0], required=True)
     candidate = _metric_values(candidate_runs, metric, where[1], required=True)
@@ -306,7 +307,7 @@ def _compare_level(concurrency: int, baseline_runs: list[dict], candidate_runs: 
     change = _change_pct(result["baseline_median"], result["candidate_median"])
     result["change_pct"] = change
     if design is not None:
-        result.update(_sequential_verdict(baseline, candidate, options, design, guard))
+        result.update(_sequential_verdict(baseline, candidate, options, design, watch))
         # The rule decides on the mean of the log ratio: the change shown is the one it held against the threshold
         # (the medians' ratio can sit on the other side of it), the medians' change is kept beside it.
         result["median_change_pct"] = change
@@ -383,8 +384,8 @@ def _recorded_design(candidate: dict, options: dict) -> dict | None:
         if recorded.get(key) != options[key]:
             raise ValueError(f"candidate.sequential.design.{key} is {recorded.get(key)!r} but this comparison uses "
                              f"{options[key]!r}: a sweep whose repeats a stopping rule ended is judged by that rule")
-    # A design recorded before guard_after_improvement existed measured every level in full: judge it that way.
-    rule = {"guard_after_improvement": False, **{key: recorded[key] for key in DESIGN_DEFAULTS if key in recorded}}
+    # A design recorded before one_sided_stops existed settled both sides of every level: judge it that way.
+    rule = {"one_sided_stops": False, **{key: recorded[key] for key in DESIGN_DEFAULTS if key in recorded}}
     design = validated_design(rule, alpha=options["alpha"], levels=recorded.get("levels"),
                               where="candidate.sequential.design")
     return {**design, "metric": options["metric"], "min_effect_pct": options["min_effect_pct"]}
@@ -405,6 +406,11 @@ def _why_stopped(look: dict) -> str:
         return f"{look['decision']}, t = {look['statistic']:+.1f} crossed the {side} boundary"
     if boundary == "no_change":
         return f"no change, inside ±{look['threshold_pct']:.1f}%"
+    if boundary == "no_improvement" and look.get("open_regression"):
+        return (f"not improved, below +{look['threshold_pct']:.1f}%, but a regression is not ruled out and "
+                f"C={look['open_regression']} improved after it")
+    if boundary == "no_improvement":
+        return f"not improved, below +{look['threshold_pct']:.1f}% (no level before it improved)"
     if boundary == "no_regression":
         return f"not regressed, above -{look['threshold_pct']:.1f}% (a level before it improved)"
     if boundary == "max_repeats" and look["decision"] == "not_regressed":
@@ -437,6 +443,29 @@ def _skipped_level(candidate: dict, concurrency: int, side: str) -> dict:
     return {"concurrency": concurrency, "reason": f"level missing from the {side} sweep"}
 
 
+def _watch(design: dict | None, earlier: list[dict]) -> str | None:
+    """What the next level has to settle under one_sided_stops (None: both sides, or no stopping rule)."""
+    if design is None or not design["one_sided_stops"]:
+        return None
+    return "regression" if any(level["verdict"] == "improved" for level in earlier) else "improvement"
+
+
+def _open_regressions(levels: list[dict]) -> None:
+    """A level that stopped ``not_improved`` settled only its upper side; once a level after it improved, it decides
+    the adoption by whether it regressed, so unless its interval also ruled that out, it is left undecided."""
+    first = next((index for index, level in enumerate(levels) if level["verdict"] == "improved"), None)
+    if first is None:
+        return
+    later = levels[first]["concurrency"]
+    for level in levels[:first]:
+        look = level.get("sequential") or {}
+        if look.get("decision") == "not_improved" and not look["rules_out_regression"]:
+            look["open_regression"] = later
+            level["low_confidence"] = True
+            level["evidence"] += (f"; C={later} improved after it and this level's interval does not rule out a "
+                                  f"regression beyond -{look['threshold_pct']:.2f}%: undecided")
+
+
 def compare_sweeps(baseline: dict, candidate: dict, *, metric: str = "agg_tok_s", min_effect_pct: float = 2.0,
                    noise_band_pct: float = 5.0, alpha: float = 0.05, n_boot: int = 2000, seed: int = 0) -> dict:
     """Compare two sweeps level by level (matched by concurrency) and give an honest overall verdict.
@@ -453,7 +482,7 @@ def compare_sweeps(baseline: dict, candidate: dict, *, metric: str = "agg_tok_s"
     compared: list[dict] = []
     skipped: list[dict] = []
     # A sequential candidate's levels are judged in the order they were measured (the sweep's), since with
-    # guard_after_improvement a level measured after an improved one only has to show no regression.
+    # one_sided_stops what a level has to settle depends on whether a level before it improved.
     order = sorted(baseline_levels.keys() | candidate_levels.keys())
     if design is not None:
         order = sorted(order, key=lambda c: candidate_levels[c][0] if c in candidate_levels else len(candidate_levels))
@@ -466,10 +495,10 @@ def compare_sweeps(baseline: dict, candidate: dict, *, metric: str = "agg_tok_s"
         where = (f"baseline.levels[{b_index}]", f"candidate.levels[{c_index}]")
         if design is not None:
             _check_reference_runs(candidate, concurrency, len(b_level["runs"]))
-        guard = design is not None and design["guard_after_improvement"] and any(
-            earlier["verdict"] == "improved" for earlier in compared)
-        level = _compare_level(concurrency, b_level["runs"], c_level["runs"], where, options, design, guard)
+        level = _compare_level(concurrency, b_level["runs"], c_level["runs"], where, options, design,
+                               _watch(design, compared))
         (skipped if "reason" in level else compared).append(level)
+    _open_regressions(compared)
     compared.sort(key=lambda level: level["concurrency"])
     skipped.sort(key=lambda level: level["concurrency"])
     if not compared:
@@ -531,11 +560,14 @@ def sequential_stop_rule(reference: dict, plan: dict) -> t.Callable[[int, list[d
     """For the bench clients: after each run of a level, None to measure another, or the look that stops the level
     (``ends_sweep`` set when it regressed and the rule stops the sweep there: that candidate cannot be adopted).
 
-    Each look is compare_sweeps on that level, after the first level that stopped improved (if any, with
-    ``guard_after_improvement``: the look then only asks whether this level regressed), so the module stops exactly
-    where the final verdict decides."""
+    Each look is compare_sweeps on that level, after the first level that stopped improved (if any: with
+    ``one_sided_stops`` the look then only asks whether this level regressed, before one whether it improved), so the
+    module stops exactly where the final verdict decides. The look at the first improved level lists in ``reopens``
+    the levels before it that stopped ``not_improved`` without ruling out a regression: the adoption now depends on
+    that, so the bench clients measure them again (``sweep_order``), this time watching for a regression."""
     design = plan["design"]
     improved: list[dict] = []
+    unsettled: list[int] = []
 
     def look(concurrency: int, runs: list[dict]) -> dict | None:
         earlier = [level for level in improved if level["concurrency"] != concurrency][:1]
@@ -545,7 +577,11 @@ def sequential_stop_rule(reference: dict, plan: dict) -> t.Callable[[int, list[d
         decided = next(level for level in result["levels"] if level["concurrency"] == concurrency)["sequential"]
         if decided["decision"] == "continue":
             return None
+        stopped = {**decided, "ends_sweep": decided["decision"] == "regressed" and design["stop_on_regression"]}
+        if decided["decision"] == "not_improved" and not decided["rules_out_regression"]:
+            unsettled.append(concurrency)
         if decided["decision"] == "improved" and not earlier:
             improved.append({"concurrency": concurrency, "runs": list(runs)})
-        return {**decided, "ends_sweep": decided["decision"] == "regressed" and design["stop_on_regression"]}
+            stopped["reopens"] = unsettled[:]
+        return stopped
     return look

@@ -37,7 +37,8 @@ description:
     RV(sweep.failed_level), not in RV(sweep.levels)).
   - With O(reference_sweep) (the sweep of the configuration to beat, for example the adopted one) the repeats of
     each level stop as soon as a group-sequential rule with error spending decides the comparison with that level of
-    the reference - C(improved), C(regressed) or C(no_change) - and continue, up to O(sequential.max_repeats),
+    the reference - C(improved), C(regressed), or no change on the side that can still change the adoption
+    (O(sequential.one_sided_stops)) - and continue, up to O(sequential.max_repeats),
     while it does not. The rule and its measured error rates are described in C(docs/run-directory.md) ("Sequential
     verdicts"). The sweep records the rule (RV(sweep.sequential)) and every level why it stopped (C(sequential) of
     each of RV(sweep.levels)), and P(llmops.sglang.compare_sweeps#filter) judges such a sweep by the same rule.
@@ -172,13 +173,19 @@ options:
             remaining levels are not measured (they are listed in RV(sweep.not_measured)).
         type: bool
         default: true
-      guard_after_improvement:
+      one_sided_stops:
         description:
-          - Once a level stopped C(improved), each level measured after it only has to show that it did not
-            regress. The adoption then depends on that alone, so such a level stops C(not_regressed) as soon as the
-            lower side of the C(no_change) interval clears minus the effect threshold (a true regression as large as
-            the threshold passes with probability at most O(sequential.beta)); a crossing of either efficacy
-            boundary still stops it C(improved) or C(regressed).
+          - A candidate is adopted when a level improved and none regressed, so each level only settles the side
+            of its C(no_change) interval that can still change that. Before any level of the sweep improved, a level
+            stops C(not_improved) as soon as the upper side lies below the effect threshold, unless the change is
+            at or below minus the threshold (a likely regression is measured on, since it ends the sweep). After a
+            level improved, a level stops C(not_regressed) as soon as the lower side lies above minus the threshold.
+            A true change as large as the threshold passes either way with probability at most O(sequential.beta).
+          - A level that stopped C(not_improved) before a later level improved, without its interval ruling out a
+            regression, is measured on right after that level (its warm-up again, then more runs) until it stops
+            C(not_regressed); RV(sweep.levels) lists it there. A crossing of either efficacy boundary still stops a
+            level C(improved) or C(regressed).
+          - False settles both sides at every level (C(no_change)).
         type: bool
         default: true
       metric:
@@ -595,9 +602,10 @@ sweep:
       sample: 3
     levels:
       description:
-        - One entry per completed level with C(concurrency), C(requests), C(warmup_requests), C(runs) (one dict per
-          timed run with C(agg_tok_s), C(per_req_tok_s), C(tokens), C(wall_s), C(ok), C(failed), C(error_samples),
-          C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) as C({p50, p90, p99}), C(token_mismatch),
+        - One entry per completed level, in the order the levels were settled (a level reopened by
+          O(sequential.one_sided_stops) comes after the level that reopened it), with C(concurrency), C(requests),
+          C(warmup_requests), C(runs) (one dict per timed run with C(agg_tok_s), C(per_req_tok_s), C(tokens),
+          C(wall_s), C(ok), C(failed), C(error_samples), C(ttft_ms), C(itl_ms), C(tpot_ms), C(e2e_ms) as C({p50, p90, p99}), C(token_mismatch),
           C(steady_agg_tok_s), C(achieved_concurrency), C(client_cpu_pct)) and C(summary) (medians over runs).
         - With O(arrival) a level has C(request_rate) instead of C(concurrency) and C(open_loop) (medians over runs
           of C(achieved_rate_rps), C(goodput_rps), C(slo_attainment), C(lag_p99_ms); C(slo_holds) per target, true
@@ -606,7 +614,7 @@ sweep:
           C(client_limited_reason) and with O(slo) C(good), C(goodput_rps), C(slo_attainment), C(slo_holds), C(slo)
           (per target C(target), C(percentile), C(observed), C(holds), C(attainment)).
         - With O(reference_sweep) also C(sequential), the look that stopped the level - C(decision) (C(improved),
-          C(regressed), C(no_change), C(not_regressed)), C(boundary), C(repeats), C(statistic), C(efficacy_bound),
+          C(regressed), C(no_change), C(not_improved), C(not_regressed)), C(boundary), C(repeats), C(statistic), C(efficacy_bound),
           C(alpha_spent), C(beta_spent), C(estimate_pct), C(reason)); the look after O(sequential.max_repeats) runs
           always decides.
       type: list
@@ -618,7 +626,7 @@ sweep:
       type: dict
       sample:
         design: {min_repeats: 2, max_repeats: 10, spending: obrien_fleming, futility_spending: pocock, beta: 0.2,
-                 stop_on_regression: true, guard_after_improvement: true, alpha: 0.05, levels: 5, level_alpha: 0.01,
+                 stop_on_regression: true, one_sided_stops: true, alpha: 0.05, levels: 5, level_alpha: 0.01,
                  metric: agg_tok_s,
                  min_effect_pct: 2.0}
         reference_runs: {"1": 5, "4": 5, "16": 5, "32": 5, "64": 5}
@@ -753,7 +761,7 @@ def sequential_spec() -> dict:
                                default=DESIGN_DEFAULTS["futility_spending"]),
         beta=dict(type="float", default=DESIGN_DEFAULTS["beta"]),
         stop_on_regression=dict(type="bool", default=DESIGN_DEFAULTS["stop_on_regression"]),
-        guard_after_improvement=dict(type="bool", default=DESIGN_DEFAULTS["guard_after_improvement"]),
+        one_sided_stops=dict(type="bool", default=DESIGN_DEFAULTS["one_sided_stops"]),
         metric=dict(type="str", choices=list(THROUGHPUT_METRICS), default="agg_tok_s"),
         min_effect_pct=dict(type="float", default=2.0),
         alpha=dict(type="float", default=0.05),

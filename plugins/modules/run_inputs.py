@@ -49,7 +49,7 @@ options:
     description:
       - The candidates' stopping rule (C(tuning_run_sequential)), a mapping of M(llmops.sglang.bench)'s C(sequential)
         keys C(min_repeats) (at least 2), C(max_repeats), C(spending), C(futility_spending), C(beta),
-        C(stop_on_regression), C(guard_after_improvement); null is not checked (fixed repeats).
+        C(stop_on_regression), C(one_sided_stops); null is not checked (fixed repeats).
     type: raw
   policy:
     description: Decision policy of P(llmops.sglang.trial_decision#filter) (C(tuning_run_policy)).

@@ -30,9 +30,9 @@ def test_the_cost_model_is_the_real_case_about_20_minutes_on_4_gpus_per_configur
     assert cost.throughput[1] == pytest.approx(122, rel=0.03) and cost.throughput[64] == pytest.approx(1583, rel=0.03)
     assert 3.0 < cost.repeat_minutes() < 3.6  # design.md: ~3 minutes per repeat of the 1000/1000 sweep
     # the pipeline before issue 18: full-length warm-ups, 117 s a sweep; now 32-token ones
-    assert cost.gpu_minutes({c: FIXED_REPEATS for c in LEVELS}, full_warmups=True) == pytest.approx(83.1, abs=0.2)
+    assert cost.gpu_minutes([(c, FIXED_REPEATS) for c in LEVELS], full_warmups=True) == pytest.approx(83.1, abs=0.2)
     assert sum(cost.full_warmup_s.values()) == pytest.approx(117, abs=2) and 5 < sum(cost.warmup_s.values()) < 20
-    assert cost.gpu_minutes({1: 2}) == pytest.approx(4 * (123 + cost.warmup_s[1] + 2 * cost.run_s[1]) / 60)
+    assert cost.gpu_minutes([(1, 2)]) == pytest.approx(4 * (123 + cost.warmup_s[1] + 2 * cost.run_s[1]) / 60)
 
 
 def test_the_last_line_has_the_issues_format():

@@ -397,6 +397,27 @@ def test_a_stop_rule_decides_how_many_runs_each_level_gets() -> None:
     assert sweep["not_measured"] == [{"concurrency": 8, "reason": "C=4 regressed after 1 repeat; the sweep stopped"}]
 
 
+def test_a_level_the_stop_rule_reopens_is_warmed_up_and_measured_on() -> None:
+    """C=2 stops after 2 runs; C=4's stop reopens it (a regression there would now decide the adoption): C=2 warms
+    up again, gets its third run, and is listed after C=4; C=8 follows."""
+    events: list[dict] = []
+
+    def stop_rule(concurrency: int, runs: list[dict]) -> dict | None:
+        if concurrency == 2 and len(runs) in (2, 3):
+            return {"decision": "not_improved" if len(runs) == 2 else "not_regressed", "reason": "decided"}
+        if concurrency == 4 and len(runs) == 1:
+            return {"decision": "improved", "reason": "faster", "reopens": [2]}
+        return {"decision": "not_regressed", "reason": "decided"} if concurrency == 8 else None
+
+    with running_server("--ttft-ms", "5", "--token-ms", "1") as (base_url, _process):
+        sweep = run_sweep(config(base_url, concurrency_levels=(2, 4, 8), repeats=4), events.append, stop_rule)
+    assert sweep["error"] is None
+    assert [(level["concurrency"], len(level["runs"])) for level in sweep["levels"]] == [(4, 1), (2, 3), (8, 1)]
+    assert [run["repeat"] for run in sweep["levels"][1]["runs"]] == [1, 2, 3]
+    starts = [event["concurrency"] for event in events if event["event"] == "level_start"]
+    assert starts == [2, 4, 2, 8]
+
+
 # ---- open-loop arrivals, SLOs and goodput (issue 19, deliverable 1) ------------------------------------------------
 
 def open_loop(base_url: str, **overrides) -> BenchConfig:

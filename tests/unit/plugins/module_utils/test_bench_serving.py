@@ -179,3 +179,24 @@ def test_a_stop_rule_ends_a_level_early_and_a_regression_ends_the_sweep(tmp_path
     stopped = [event for event in events if event["event"] == "level_stopped"]
     assert stopped == [{"event": "level_stopped", "concurrency": 4, "repeats": 2, "decision": "regressed",
                         "reason": sweep["levels"][0]["sequential"]["reason"]}]
+
+
+def test_a_level_the_stop_rule_reopens_is_measured_on_after_the_level_that_reopened_it(tmp_path: Path) -> None:
+    """C=4 stops after 1 run, C=16's stop reopens it: C=4 gets its second and third runs (fresh seeds, warm-up
+    again) and is listed after C=16, the order in which the verdicts were settled."""
+    def stop_rule(concurrency: int, runs: list[dict]) -> dict | None:
+        if concurrency == 4 and len(runs) in (1, 3):
+            return {"decision": "not_improved" if len(runs) == 1 else "not_regressed", "reason": "decided"}
+        if concurrency == 16 and len(runs) == 1:
+            return {"decision": "improved", "reason": "faster", "reopens": [4]}
+        return None
+
+    runner = FakeBenchServing()
+    sweep = run_bench_serving_sweep(config(repeats=4), python="python3", workdir=tmp_path, run_command=runner,
+                                    stop_rule=stop_rule)
+    assert sweep["error"] is None
+    assert [(level["concurrency"], len(level["runs"])) for level in sweep["levels"]] == [(16, 1), (4, 3)]
+    assert [run["repeat"] for run in sweep["levels"][1]["runs"]] == [1, 2, 3]
+    assert sweep["levels"][1]["sequential"]["decision"] == "not_regressed"
+    seeds = [argv[argv.index("--seed") + 1] for argv, _env in runner.calls]
+    assert len(runner.calls) == 4 and len(set(seeds)) == 4

@@ -31,8 +31,8 @@ def test_the_role_default_rule_can_work_and_null_is_not_checked() -> None:
     ({"beta": 0.5}, "tuning_run_sequential.beta: must be below 0.5, got 0.5"),
     ({"beta": 0}, "tuning_run_sequential.beta: must be a number between 0 and 0.5, got 0"),
     ({"stop_on_regression": "maybe"}, "tuning_run_sequential.stop_on_regression: must be true or false, got 'maybe'"),
-    ({"guard_after_improvement": "yes please"},
-     "tuning_run_sequential.guard_after_improvement: must be true or false, got 'yes please'"),
+    ({"one_sided_stops": "yes please"},
+     "tuning_run_sequential.one_sided_stops: must be true or false, got 'yes please'"),
     ({"max_repeat": 8}, "tuning_run_sequential.max_repeat: unknown key; did you mean 'max_repeats'?"),
 ])
 def test_each_problem_names_the_key(changes: dict, message: str) -> None:

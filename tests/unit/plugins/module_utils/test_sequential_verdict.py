@@ -80,7 +80,7 @@ def test_a_change_as_large_as_the_threshold_is_stopped_as_no_change_at_most_beta
 
 
 def test_after_an_improved_level_a_regression_as_large_as_the_threshold_passes_at_most_beta() -> None:
-    """guard=True (a level measured after another one improved): only a regression matters, and the no-regression
+    """watch="regression" (a level measured after another one improved): only a regression matters, and the no-regression
     boundary is the lower side of the one-sided beta design, so a true -threshold change stops there at most beta of
     the time; without a change the level stops at once far more often than a full look would."""
     rule, trials = design(), 3000
@@ -90,7 +90,7 @@ def test_after_an_improved_level_a_regression_as_large_as_the_threshold_passes_a
             reference, candidate = log_normal_runs(rng, 5), []
             for _run in range(rule["max_repeats"]):
                 candidate += log_normal_runs(rng, 1, effect_pct=effect_pct)
-                look = sv.look_at_level(reference, candidate, 2.0, rule, guard=True)
+                look = sv.look_at_level(reference, candidate, 2.0, rule, watch="regression")
                 if look["decision"] != "continue":
                     passed += look["boundary"] == "no_regression"
                     first_look += len(candidate) == rule["min_repeats"]
@@ -99,6 +99,38 @@ def test_after_an_improved_level_a_regression_as_large_as_the_threshold_passes_a
             assert passed / trials < rule["beta"] + 0.022
         else:
             assert passed / trials > 0.95 and first_look / trials > 0.8
+
+
+def test_before_an_improved_level_an_improvement_as_large_as_the_threshold_passes_at_most_beta() -> None:
+    """watch="improvement" (no level of the sweep improved yet): the no-improvement stop is the upper side of the
+    one-sided beta design, so a true +threshold change stops there at most beta of the time; without a change the
+    level stops sooner than the two-sided no-change stop lets it; a change beyond -threshold is measured on."""
+    rule, trials = design(), 3000
+    for effect_pct, seed in ((2.0, 19), (0.0, 23)):
+        rng, passed, one_sided_runs, two_sided_runs = random.Random(seed), 0, 0, 0
+        for _trial in range(trials):
+            reference = log_normal_runs(rng, 5)
+            runs = log_normal_runs(rng, rule["max_repeats"], effect_pct=effect_pct)
+            for count in range(rule["min_repeats"], rule["max_repeats"] + 1):
+                look = sv.look_at_level(reference, runs[:count], 2.0, rule, watch="improvement")
+                if look["decision"] != "continue":
+                    passed += look["boundary"] == "no_improvement"
+                    one_sided_runs += count
+                    break
+            for count in range(rule["min_repeats"], rule["max_repeats"] + 1):
+                if sv.look_at_level(reference, runs[:count], 2.0, rule)["decision"] != "continue":
+                    two_sided_runs += count
+                    break
+        if effect_pct:
+            assert passed / trials < rule["beta"] + 0.022
+        else:
+            assert passed / trials > 0.95 and one_sided_runs < 0.9 * two_sided_runs
+    rng = random.Random(5)
+    falling = sv.look_at_level(log_normal_runs(rng, 5), log_normal_runs(rng, 2, effect_pct=-2.5), 2.0, rule,
+                               watch="improvement")
+    assert falling["decision"] == "continue" and falling["rules_out_regression"] is False
+    with pytest.raises(ValueError, match="watch must be one of improvement, regression or None, got 'both'"):
+        sv.look_at_level(log_normal_runs(rng, 5), log_normal_runs(rng, 2), 2.0, rule, watch="both")
 
 
 def test_a_clear_improvement_stops_at_the_first_look_with_its_reason() -> None:

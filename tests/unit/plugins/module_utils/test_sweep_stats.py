@@ -16,6 +16,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter.compare_sweeps import FilterModule as CompareFilters
 from ansible_collections.llmops.sglang.plugins.filter.sweep_table import FilterModule as TableFilters
+from ansible_collections.llmops.sglang.plugins.module_utils.decisions import decide_trial
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import (
     COMPARE_HEADER,
     SEQUENTIAL_COMPARE_HEADER,
@@ -255,7 +256,7 @@ def sequential_sweep(levels: dict[int, list[float]], reference: dict, **rule) ->
 def test_a_sequential_candidate_is_judged_by_its_rule_and_says_why_each_level_stopped() -> None:
     reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
     candidate = sequential_sweep({16: noisy(1213.5 * 1.15, LOW_NOISE[:2]), 64: noisy(1582.5, LOW_NOISE[1:4])},
-                                 reference, guard_after_improvement=False)
+                                 reference, one_sided_stops=False)
     result = compare_sweeps(reference, candidate)
     improved, same = result["levels"]
     assert result["verdict"] == "improved" and result["low_confidence"] is False
@@ -272,7 +273,7 @@ def test_a_sequential_candidate_is_judged_by_its_rule_and_says_why_each_level_st
 
 
 def test_after_an_improved_level_the_next_only_has_to_show_it_did_not_regress() -> None:
-    """guard_after_improvement (the default): C=64 (+1.5 %, neither improved nor inside +-2 % yet), measured after C=16
+    """one_sided_stops (the default): C=64 (+1.5 %, neither improved nor inside +-2 % yet), measured after C=16
     improved, stops once a regression of the threshold is ruled out; its verdict is within noise, the sweep's
     improved."""
     reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
@@ -281,29 +282,74 @@ def test_after_an_improved_level_the_next_only_has_to_show_it_did_not_regress() 
     result = compare_sweeps(reference, candidate)
     improved, guarded = result["levels"]
     assert result["verdict"] == "improved" and result["low_confidence"] is False
-    assert improved["sequential"]["decision"] == "improved" and improved["sequential"]["guard"] is False
-    assert guarded["sequential"]["guard"] is True and guarded["verdict"] == "within_noise"
+    assert improved["sequential"]["decision"] == "improved" and improved["sequential"]["watch"] == "improvement"
+    assert guarded["sequential"]["watch"] == "regression" and guarded["verdict"] == "within_noise"
     assert (guarded["sequential"]["decision"], guarded["sequential"]["boundary"]) == ("not_regressed", "no_regression")
     assert guarded["evidence"].startswith("not regressed: the change +1.")
     assert "; C=64 2 (not regressed, above -2.0% (a level before it improved))" in result["sequential"]["summary"]
 
 
-def test_levels_are_guarded_in_the_order_they_were_measured_and_old_designs_never() -> None:
+def test_a_level_that_stopped_not_improved_must_rule_out_a_regression_once_a_later_level_improved() -> None:
+    """C=16 (-1 % in 2 runs) stopped not improved without ruling out a -2 % regression; C=64 then improved. The
+    adoption now hinges on C=16 having not regressed, which it did not show: undecided, not adopted."""
     reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
-    # C=64 measured first (the sweep's order): it is not guarded, C=16 after it is not either (C=64 did not improve)
+    candidate = sequential_sweep({16: [1213.5 * 0.99 * 0.995, 1213.5 * 0.99 * 1.005],
+                                  64: noisy(1582.5 * 1.15, LOW_NOISE[:2])}, reference)
+    result = compare_sweeps(reference, candidate)
+    open_level, improved = result["levels"]
+    assert open_level["sequential"]["decision"] == "not_improved"
+    assert open_level["sequential"]["rules_out_regression"] is False and open_level["low_confidence"] is True
+    assert open_level["evidence"].endswith("C=64 improved after it and this level's interval does not rule out a "
+                                           "regression beyond -2.00%: undecided")
+    assert improved["verdict"] == "improved" and result["verdict"] == "improved"
+    assert result["low_confidence"] is True and result["sequential"]["decided"] is False
+    assert ("C=16 2 (not improved, below +2.0%, but a regression is not ruled out and C=64 improved after it)"
+            in result["sequential"]["summary"])
+    assert decide_trial(result)["adopt"] is False
+    # C=16 without a change rules a regression out in the same 2 runs: the improvement is adopted
+    tight = sequential_sweep({16: [1213.5 * 0.997, 1213.5 * 1.003], 64: noisy(1582.5 * 1.15, LOW_NOISE[:2])},
+                             reference)
+    settled = compare_sweeps(reference, tight)
+    assert settled["levels"][0]["sequential"]["decision"] == "not_improved"
+    assert settled["low_confidence"] is False and decide_trial(settled)["adopt"] is True
+
+
+def test_the_stop_rule_reopens_the_unsettled_levels_when_a_later_level_improves() -> None:
+    """C=16 stops not improved without ruling out a regression; C=64's improvement reopens it; measured on (a level
+    after the improved one) it only has to rule out a regression, and the sweep so recorded is adopted."""
+    reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
+    plan = sequential_plan(reference, [16, 64], {})
+    stop_rule = sequential_stop_rule(reference, plan)
+    first = [run(1213.5 * 0.99 * 0.995, 16), run(1213.5 * 0.99 * 1.005, 16)]
+    assert stop_rule(16, first)["decision"] == "not_improved"
+    improved = [run(value, 64) for value in noisy(1582.5 * 1.15, LOW_NOISE[:2])]
+    assert stop_rule(64, improved)["reopens"] == [16]
+    more = first + [run(1213.5 * value, 16) for value in (1.0, 0.998, 1.003, 1.001)]
+    looks = [stop_rule(16, more[:count]) for count in range(3, len(more) + 1)]
+    settled = next(look for look in looks if look is not None)
+    assert (settled["decision"], settled["watch"]) == ("not_regressed", "regression")
+    recorded = {"levels": [{"concurrency": 64, "runs": improved},
+                           {"concurrency": 16, "runs": more[:settled["repeats"]]}], "sequential": plan}
+    result = compare_sweeps(reference, recorded)
+    assert result["low_confidence"] is False and decide_trial(result)["adopt"] is True
+
+
+def test_levels_watch_one_side_in_the_order_they_were_measured_and_old_designs_both() -> None:
+    reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
+    # C=64 measured first (the sweep's order) watches for an improvement, and so does C=16 (C=64 did not improve)
     candidate = sequential_sweep({64: noisy(1582.5, LOW_NOISE[1:4]), 16: noisy(1213.5 * 1.15, LOW_NOISE[:2])},
                                  reference)
     levels = {level["concurrency"]: level for level in compare_sweeps(reference, candidate)["levels"]}
-    assert [levels[c]["sequential"]["guard"] for c in (16, 64)] == [False, False]
-    assert levels[64]["sequential"]["decision"] == "no_change"
-    # a design recorded before the option existed measured every level in full
+    assert [levels[c]["sequential"]["watch"] for c in (16, 64)] == ["improvement", "improvement"]
+    assert levels[64]["sequential"]["decision"] == "not_improved"
+    # a design recorded before the option existed settled both sides of every level
     old = sequential_sweep({16: noisy(1213.5 * 1.15, LOW_NOISE[:2]), 64: noisy(1582.5, LOW_NOISE[1:4])}, reference)
-    del old["sequential"]["design"]["guard_after_improvement"]
+    del old["sequential"]["design"]["one_sided_stops"]
     same = compare_sweeps(reference, old)["levels"][1]
-    assert same["sequential"]["guard"] is False and same["sequential"]["decision"] == "no_change"
+    assert same["sequential"]["watch"] is None and same["sequential"]["decision"] == "no_change"
 
 
-def test_the_stop_rule_guards_the_levels_after_an_improved_one_as_compare_sweeps_judges_them() -> None:
+def test_the_stop_rule_watches_the_levels_after_an_improved_one_as_compare_sweeps_judges_them() -> None:
     reference = sweep({16: noisy(1213.5), 64: noisy(1582.5)})
     plan = sequential_plan(reference, [16, 64], {})
     stop_rule = sequential_stop_rule(reference, plan)
@@ -311,7 +357,7 @@ def test_the_stop_rule_guards_the_levels_after_an_improved_one_as_compare_sweeps
     assert stop_rule(16, first[:1]) is None and stop_rule(16, first)["decision"] == "improved"
     second = [run(value, 64) for value in noisy(1582.5 * 1.015, LOW_NOISE[1:3])]
     stopped = stop_rule(64, second)
-    assert (stopped["decision"], stopped["guard"], stopped["ends_sweep"]) == ("not_regressed", True, False)
+    assert (stopped["decision"], stopped["watch"], stopped["ends_sweep"]) == ("not_regressed", "regression", False)
     recorded = {"levels": [{"concurrency": 16, "runs": first}, {"concurrency": 64, "runs": second}],
                 "sequential": plan}
     assert compare_sweeps(reference, recorded)["levels"][1]["sequential"]["decision"] == "not_regressed"
