@@ -566,8 +566,8 @@ def sweep_order(sweep: dict, concurrency_levels: t.Sequence[int]) -> t.Iterator[
         level = sweep["levels"][-1]
         if ends_sweep(sweep, level, [waiting for waiting, _runs in pending]):
             return
-        reopened = [earlier for earlier in sweep["levels"]
-                    if earlier["concurrency"] in ((level.get("sequential") or {}).get("reopens") or ())]
+        reopens = (level.get("sequential") or {}).get("reopens") or ()
+        reopened = [earlier for earlier in sweep["levels"] if earlier["concurrency"] in reopens]
         for earlier in reversed(reopened):
             sweep["levels"].remove(earlier)
             pending.insert(0, (earlier["concurrency"], earlier["runs"]))

@@ -40,8 +40,8 @@ n_reference + k - 2 degrees of freedom:
   so these are the decisions the bench module stopped on.
 
 At max_repeats the last look decides: the efficacy boundary there spends what is left of alpha, and a level that
-does not cross it is ``no_change`` (``not_regressed`` while watching for a regression). Pure functions; Student's t from scipy,
-which the ``bench`` module's Python on the GPU host (SGLang's venv) has because SGLang requires it.
+does not cross it is ``no_change`` (``not_regressed`` while watching for a regression). Pure functions; Student's t
+from scipy, which the ``bench`` module's Python on the GPU host (SGLang's venv) has because SGLang requires it.
 """
 from __future__ import annotations
 
@@ -295,7 +295,7 @@ def _decide(estimate: float, se: float, statistic: float, look: dict, threshold:
     if statistic <= -look["efficacy_t"] and estimate <= -threshold:
         return "regressed", "efficacy_lower"
     below_upper = estimate + look["no_change_t"] * se < threshold
-    above_lower = estimate - look["no_change_t"] * se > -threshold
+    above_lower = _rules_out_regression(estimate, se, look, threshold)
     if watch == "regression":
         if above_lower:
             return "not_regressed", "no_regression"
@@ -307,6 +307,17 @@ def _decide(estimate: float, se: float, statistic: float, look: dict, threshold:
     if last:
         return "no_change", "max_repeats"
     return "continue", None
+
+
+def _rules_out_regression(estimate: float, se: float, look: dict, threshold: float) -> bool:
+    """The lower side of the look's one-sided beta interval lies above -threshold (log scale)."""
+    return estimate - look["no_change_t"] * se > -threshold
+
+
+def leaves_regression_open(look: dict) -> bool:
+    """A level's stop settled only its upper side (``not_improved``) and not its lower one: once a later level of the
+    sweep improves, it has to be measured on (``reopens``) or the sweep is undecided."""
+    return look.get("decision") == "not_improved" and not look["rules_out_regression"]
 
 
 def _reason(decision: str, boundary: str | None, record: dict) -> str:
@@ -354,7 +365,8 @@ def look_at_level(reference: list[float], candidate: list[float], threshold_pct:
     Returns the record of the look: ``decision`` (continue | improved | regressed | no_change | not_improved |
     not_regressed), ``boundary`` (what stopped it: efficacy_upper | efficacy_lower | no_change | no_improvement |
     no_regression | max_repeats, or None), ``rules_out_regression`` (the lower side of the interval above
-    -threshold), ``statistic`` (t), the boundaries at this look, the error spent so far, the estimate with its repeated confidence interval, and ``reason``."""
+    -threshold), ``statistic`` (t), the boundaries at this look, the error spent so far, the estimate with its
+    repeated confidence interval, and ``reason``."""
     if len(reference) < 2:
         raise ValueError(f"a sequential verdict needs at least 2 reference runs, got {len(reference)}")
     if len(candidate) > design["max_repeats"]:
@@ -380,7 +392,7 @@ def look_at_level(reference: list[float], candidate: list[float], threshold_pct:
         "alpha_spent": look["alpha_spent"],
         "beta": design["beta"], "beta_spent": look["beta_spent"], "threshold_pct": threshold_pct,
         "estimate_pct": _pct(estimate), "se_log": se,
-        "rules_out_regression": estimate - look["no_change_t"] * se > -threshold,
+        "rules_out_regression": _rules_out_regression(estimate, se, look, threshold),
         "p_value": 2.0 * t_upper_tail(abs(statistic), df),
         # The repeated confidence interval: it covers the true change at every look at once with 1 - level_alpha.
         "ci_low_pct": _pct(estimate - half_width), "ci_high_pct": _pct(estimate + half_width),

@@ -24,6 +24,7 @@ import typing as t
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
     DESIGN_DEFAULTS,
+    leaves_regression_open,
     look_at_level,
     validated_design,
 )
@@ -459,7 +460,7 @@ def _open_regressions(levels: list[dict]) -> None:
     later = levels[first]["concurrency"]
     for level in levels[:first]:
         look = level.get("sequential") or {}
-        if look.get("decision") == "not_improved" and not look["rules_out_regression"]:
+        if leaves_regression_open(look):
             look["open_regression"] = later
             level["low_confidence"] = True
             level["evidence"] += (f"; C={later} improved after it and this level's interval does not rule out a "
@@ -578,7 +579,7 @@ def sequential_stop_rule(reference: dict, plan: dict) -> t.Callable[[int, list[d
         if decided["decision"] == "continue":
             return None
         stopped = {**decided, "ends_sweep": decided["decision"] == "regressed" and design["stop_on_regression"]}
-        if decided["decision"] == "not_improved" and not decided["rules_out_regression"]:
+        if leaves_regression_open(decided):
             unsettled.append(concurrency)
         if decided["decision"] == "improved" and not earlier:
             improved.append({"concurrency": concurrency, "runs": list(runs)})
