@@ -55,6 +55,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import 
     stop_after_run,
     sweep_order,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils import restart_check  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.decisions import decide_trial  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.drift import drift_check  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import DESIGN_DEFAULTS  # noqa: E402
@@ -83,6 +84,11 @@ FIXED_REPEATS = 5  # tuning_run_bench.repeats: the reference's count, and every 
 COMPARE = {"min_effect_pct": 2.0, "noise_band_pct": 5.0, "alpha": 0.05}
 # What the pipeline passes to the bench module's stopping rule from tuning_run_compare (roles/tuning_run/tasks/measure.yml).
 COMPARE_BOUND = {"min_effect_pct": COMPARE["min_effect_pct"], "alpha": COMPARE["alpha"]}
+COMPARE_METRIC = "agg_tok_s"
+# The role default restart check (roles/tuning_run/defaults: tuning_run_restart_check).
+RESTART_CHECK = restart_check.validated(restart_check.DEFAULTS)
+# The second start's draws come from their own seeded stream (Trial): seed + this.
+RESTART_SEED_OFFSET = 7_919
 MISSED_FROM_PCT = 3.0
 TARGET_RATIO = 2.0
 TARGET_FALSE_ADOPT_PCT = 5.0
@@ -103,11 +109,13 @@ class CostModel:
     run_s: dict[int, float]
     throughput: dict[int, float]
 
-    def gpu_minutes(self, visits: t.Sequence[tuple[int, int]], *, full_warmups: bool = False) -> float:
-        """GPUs x wall minutes of a restart and the levels measured, ``visits`` (concurrency, runs) each with its
-        warm-up (a level not measured costs nothing, a level reopened by the stopping rule warms up again)."""
+    def gpu_minutes(self, visits: t.Sequence[tuple[int, int]], *, full_warmups: bool = False,
+                    restarts: int = 1) -> float:
+        """GPUs x wall minutes of ``restarts`` server starts and the levels measured, ``visits`` (concurrency, runs)
+        each with its warm-up (a level not measured costs nothing, a level reopened by the stopping rule or measured
+        again by the restart check warms up again)."""
         warmup_s = self.full_warmup_s if full_warmups else self.warmup_s
-        seconds = self.restart_s + sum(warmup_s[c] + runs * self.run_s[c] for c, runs in visits)
+        seconds = restarts * self.restart_s + sum(warmup_s[c] + runs * self.run_s[c] for c, runs in visits)
         return self.gpus * seconds / 60.0
 
     def repeat_minutes(self) -> float:
@@ -168,33 +176,66 @@ class Scenario:
 
 
 class Trial:
-    """One candidate vs its reference: every random draw made up front, so both policies see the same numbers."""
+    """One candidate vs its reference: every random draw made up front, so both policies see the same numbers.
 
-    def __init__(self, rng: random.Random, scenario: Scenario, throughput: dict[int, float], max_repeats: int):
+    ``restart_rng`` draws the candidate's second start, the one a restart check measures, apart from ``rng``: the
+    draws of the first start are the same with or without a restart check."""
+
+    def __init__(self, rng: random.Random, scenario: Scenario, throughput: dict[int, float], max_repeats: int,
+                 restart_rng: random.Random):
         reference_start = lognormal_factor(rng, scenario.instance_cv)
         candidate_start = lognormal_factor(rng, scenario.instance_cv) * (1.0 + scenario.effect)
         self.reference = _sweep({c: [throughput[c] * reference_start * lognormal_factor(rng, scenario.run_cv)
                                      for _repeat in range(FIXED_REPEATS)] for c in LEVELS})
         self.candidate_runs = {c: [throughput[c] * candidate_start * lognormal_factor(rng, scenario.run_cv)
                                    for _repeat in range(max(max_repeats, FIXED_REPEATS))] for c in LEVELS}
+        restarted = lognormal_factor(restart_rng, scenario.instance_cv) * (1.0 + scenario.effect)
+        self.restarted_runs = {c: [throughput[c] * restarted * lognormal_factor(restart_rng, scenario.run_cv)
+                                   for _repeat in range(restart_check.MAX_REPEATS)] for c in LEVELS}
 
 
 def _sweep(values: dict[int, list[float]]) -> dict:
     return {"levels": [{"concurrency": c, "runs": [{"agg_tok_s": v} for v in runs]} for c, runs in values.items()]}
 
 
+@dataclasses.dataclass(frozen=True)
+class Outcome:
+    """What a policy did with one trial: whether it adopted, the levels it measured (concurrency, runs) and how many
+    server starts that took."""
+
+    adopted: bool
+    visits: list[tuple[int, int]]
+    restarts: int = 1
+
+
 def _adopted(reference: dict, candidate: dict) -> bool:
     return decide_trial(compare_sweeps(reference, candidate, **COMPARE))["adopt"]
 
 
-def fixed_policy(trial: Trial) -> tuple[bool, list[tuple[int, int]]]:
+def fixed_policy(trial: Trial) -> Outcome:
     candidate = _sweep({c: runs[:FIXED_REPEATS] for c, runs in trial.candidate_runs.items()})
-    return _adopted(trial.reference, candidate), [(c, FIXED_REPEATS) for c in LEVELS]
+    return Outcome(_adopted(trial.reference, candidate), [(c, FIXED_REPEATS) for c in LEVELS])
 
 
-def sequential_policy(trial: Trial, options: dict) -> tuple[bool, list[tuple[int, int]]]:
+def _restart_checked(trial: Trial, sweep: dict, check: dict | None) -> Outcome | None:
+    """The pipeline's restart check of an adoption (plugin_utils/adoption.verdict): None when it decides nothing
+    (not adopted, no check, or one not needed), else the outcome of measuring the improved levels on a second
+    start."""
+    comparison = compare_sweeps(trial.reference, sweep, **COMPARE)
+    if check is None or not decide_trial(comparison)["adopt"]:
+        return None
+    planned = restart_check.plan(trial.reference, sweep, comparison, check)
+    if not planned["needed"]:
+        return None
+    levels = [level["concurrency"] for level in planned["levels"]]
+    restarted = _sweep({c: trial.restarted_runs[c][:check["repeats"]] for c in levels})
+    judged = restart_check.judge(trial.reference, restarted, planned, COMPARE_METRIC)
+    return Outcome(judged["confirmed"], [(c, check["repeats"]) for c in levels], restarts=1)
+
+
+def sequential_policy(trial: Trial, options: dict, check: dict | None = None) -> Outcome:
     """The bench module's loop: one run at a time per level, the rule asked after each, a regression ends it, a
-    level the rule reopens is measured on (bench_client.sweep_order)."""
+    level the rule reopens is measured on (bench_client.sweep_order); then the restart check of ``check``."""
     plan = sequential_plan(trial.reference, LEVELS, {**options, **COMPARE_BOUND})
     stop_rule = sequential_stop_rule(trial.reference, plan)
     sweep: dict[str, t.Any] = {"levels": [], "not_measured": [], "sequential": plan}
@@ -206,7 +247,10 @@ def sequential_policy(trial: Trial, options: dict) -> tuple[bool, list[tuple[int
             stopped = stop_after_run(stop_rule, concurrency, runs, _no_progress)
         sweep["levels"].append({"concurrency": concurrency, "runs": runs, "sequential": stopped})
         visits.append((concurrency, len(runs) - len(earlier)))
-    return _adopted(trial.reference, sweep), visits
+    checked = _restart_checked(trial, sweep, check)
+    if checked is None:
+        return Outcome(_adopted(trial.reference, sweep), visits)
+    return Outcome(checked.adopted, visits + checked.visits, restarts=2)
 
 
 def _no_progress(_event: dict) -> None:
@@ -227,48 +271,55 @@ class Tally:
     levels: int = 0
     trials: int = 0
 
-    def add(self, adopted: bool, visits: list[tuple[int, int]], cost: CostModel) -> None:
-        self.adopted += adopted
-        self.gpu_minutes += cost.gpu_minutes(visits, full_warmups=self.full_warmups)
-        self.full_warmup_gpu_minutes += cost.gpu_minutes(visits, full_warmups=True)
-        self.runs += sum(runs for _concurrency, runs in visits)
-        self.levels += len({concurrency for concurrency, _runs in visits})
+    restart_checks: int = 0
+
+    def add(self, outcome: Outcome, cost: CostModel) -> None:
+        self.adopted += outcome.adopted
+        self.gpu_minutes += cost.gpu_minutes(outcome.visits, full_warmups=self.full_warmups, restarts=outcome.restarts)
+        self.full_warmup_gpu_minutes += cost.gpu_minutes(outcome.visits, full_warmups=True, restarts=outcome.restarts)
+        self.runs += sum(runs for _concurrency, runs in outcome.visits)
+        self.levels += len({concurrency for concurrency, _runs in outcome.visits})
+        self.restart_checks += outcome.restarts > 1
         self.trials += 1
 
     def as_dict(self) -> dict:
         return {"adopt_pct": 100.0 * self.adopted / self.trials, "gpu_min": self.gpu_minutes / self.trials,
                 "full_warmup_gpu_min": self.full_warmup_gpu_minutes / self.trials,
-                "repeats_per_level": self.runs / self.levels, "levels_measured": self.levels / self.trials}
+                "repeats_per_level": self.runs / self.levels, "levels_measured": self.levels / self.trials,
+                "restart_check_pct": 100.0 * self.restart_checks / self.trials}
 
 
-POLICIES: dict[str, t.Callable[[Trial, dict], tuple[bool, list[tuple[int, int]]]]] = {
-    "fixed": lambda trial, _options: fixed_policy(trial), "sequential": sequential_policy,
+POLICIES: dict[str, t.Callable[[Trial, dict, dict | None], Outcome]] = {
+    "fixed": lambda trial, _options, _check: fixed_policy(trial), "sequential": sequential_policy,
 }
 
 
 def simulate_cell(scenario: Scenario, trials: int, seed: int, cost: CostModel, options: dict,
-                  policies: t.Sequence[str] = tuple(POLICIES)) -> dict:
-    """``trials`` seeded trials of one scenario under each policy (same draws); ``options`` is the stopping rule."""
-    rng = random.Random(seed)
+                  policies: t.Sequence[str] = tuple(POLICIES), check: dict | None = None) -> dict:
+    """``trials`` seeded trials of one scenario under each policy (same draws); ``options`` is the stopping rule,
+    ``check`` the restart check's options (None: none)."""
+    rng, restart_rng = random.Random(seed), random.Random(seed + RESTART_SEED_OFFSET)
     tallies = {policy: Tally(full_warmups=policy == "fixed") for policy in policies}
     max_repeats = options.get("max_repeats", DESIGN_DEFAULTS["max_repeats"])
     for _trial in range(trials):
-        trial = Trial(rng, scenario, cost.throughput, max_repeats)
+        trial = Trial(rng, scenario, cost.throughput, max_repeats, restart_rng)
         for policy, tally in tallies.items():
-            tally.add(*POLICIES[policy](trial, options), cost)
+            tally.add(POLICIES[policy](trial, options, check), cost)
     return {"effect_pct": 100.0 * scenario.effect, "run_cv_pct": 100.0 * scenario.run_cv,
             "instance_cv_pct": 100.0 * scenario.instance_cv, "trials": trials,
             **{policy: tally.as_dict() for policy, tally in tallies.items()}}
 
 
 def simulate(trials: int, seed: int, cost: CostModel, instance_cv: float, options: dict | None = None,
-             effects: t.Sequence[float] = EFFECTS, noise_cvs: t.Sequence[float] = NOISE_CVS) -> list[dict]:
+             effects: t.Sequence[float] = EFFECTS, noise_cvs: t.Sequence[float] = NOISE_CVS,
+             check: dict | None = None) -> list[dict]:
     """One cell per (noise CV, effect), each with its own seed derived from ``seed``."""
     cells = []
     for cv_index, run_cv in enumerate(noise_cvs):
         for effect_index, effect in enumerate(effects):
             cell_seed = seed * 1000 + cv_index * 100 + effect_index
-            cells.append(simulate_cell(Scenario(effect, run_cv, instance_cv), trials, cell_seed, cost, options or {}))
+            cells.append(simulate_cell(Scenario(effect, run_cv, instance_cv), trials, cell_seed, cost, options or {},
+                                       check=check))
     return cells
 
 
@@ -371,14 +422,15 @@ def cost_lines(cost: CostModel, instance_cv: float) -> list[str]:
 
 def table_lines(cells: list[dict]) -> list[str]:
     header = ("| run CV | effect | adopted fixed | adopted seq | repeats/level fixed | repeats/level seq | "
-              "levels seq | GPU-min fixed | GPU-min seq | ratio |")
+              "levels seq | restart checks seq | GPU-min fixed | GPU-min seq | ratio |")
     lines = [header, "|" + "---:|" * (header.count("|") - 1)]
     for cell in cells:
         fixed, sequential = cell["fixed"], cell["sequential"]
         lines.append(
             f"| {cell['run_cv_pct']:.0f}% | {cell['effect_pct']:+.0f}% | {fixed['adopt_pct']:.1f}% | "
             f"{sequential['adopt_pct']:.1f}% | {fixed['repeats_per_level']:.1f} | {sequential['repeats_per_level']:.2f} | "
-            f"{sequential['levels_measured']:.2f} | {fixed['gpu_min']:.1f} | {sequential['gpu_min']:.1f} | "
+            f"{sequential['levels_measured']:.2f} | {sequential['restart_check_pct']:.1f}% | {fixed['gpu_min']:.1f} | "
+            f"{sequential['gpu_min']:.1f} | "
             f"{fixed['gpu_min'] / sequential['gpu_min']:.2f}x |")
     return lines
 
@@ -403,17 +455,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=18)
     parser.add_argument("--rule", action="append", default=[], metavar="KEY=VALUE",
                         help="a stopping-rule option other than the role default (min_repeats=3, spending=pocock, ...)")
+    parser.add_argument("--restart-check", action="append", default=[], metavar="KEY=VALUE",
+                        help="a restart-check option other than the role default (cv_pct=1.0, repeats=3)")
+    parser.add_argument("--no-restart-check", action="store_true", help="the sequential policy without the restart "
+                        "check (the pipeline before it)")
     args = parser.parse_args(argv)
     trials = args.trials or (150 if args.quick else 2000)
     started = time.monotonic()
     cost = real_case_cost_model()
     instance_cv = load_profile(DEMO_PROFILE).instance_cv
     options = rule_options(args.rule)
-    cells = simulate(trials, args.seed, cost, instance_cv, options)
+    check = None if args.no_restart_check else restart_check.validated({**RESTART_CHECK,
+                                                                        **rule_options(args.restart_check)})
+    cells = simulate(trials, args.seed, cost, instance_cv, options, check=check)
     numbers = headline(cells)
     rule = {**DESIGN_DEFAULTS, **options}
     print("stopping rule: " + ", ".join(f"{key} {value}" for key, value in rule.items()) + " (role default"
           + (f" with {', '.join(args.rule)})" if args.rule else ")"))
+    print("restart check: " + (", ".join(f"{key} {value}" for key, value in check.items()) if check else "none"))
     for line in cost_lines(cost, instance_cv) + [""] + table_lines(cells):
         print(line)
     drift_rows = drift_check_rates(max(50, trials // 10), args.seed, cost.throughput, instance_cv)
@@ -425,9 +484,11 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\n{trials} trials per cell, seed {args.seed}, {time.monotonic() - started:.0f} s; targets: "
           + ("all met" if not problems else "NOT MET: " + "; ".join(problems)))
     CACHE.mkdir(parents=True, exist_ok=True)
-    name = "-".join(["results"] + (["quick"] if args.quick else []) + [pair.replace("=", "_") for pair in args.rule])
+    name = "-".join(["results"] + (["quick"] if args.quick else []) + [pair.replace("=", "_") for pair in args.rule]
+                    + ["restart_check_" + pair.replace("=", "_") for pair in args.restart_check]
+                    + (["no_restart_check"] if args.no_restart_check else []))
     (CACHE / f"{name}.json").write_text(json.dumps(
-        {"trials": trials, "seed": args.seed, "rule": options, "cost_model": dataclasses.asdict(cost), "cells": cells,
+        {"trials": trials, "seed": args.seed, "rule": options, "restart_check": check, "cost_model": dataclasses.asdict(cost), "cells": cells,
          "drift_check": drift_rows, "headline": numbers}, indent=2) + "\n")
     print(last_line(numbers))
     return 0 if not problems else 1

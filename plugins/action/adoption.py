@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
+from ansible_collections.llmops.sglang.plugins.module_utils import restart_check
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import get as get_stage
 from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
@@ -22,10 +23,12 @@ SPEC = {
     "compare": {"type": "dict", "default": {}},
     "policy": {"type": "dict", "default": {}},
     "moe_configs": {"type": "list", "elements": "str"},
+    "restart_check": {"type": "raw"},
+    "restarted": {"type": "dict"},
 }
 # What each step needs besides run_dir and stage.
 REQUIRED = {"load": (), "decide": ("measured", "adopted"), "adopt": ("measured",)}
-VERDICT_RECORDS = ("comparison", "side_effects", "decision")
+VERDICT_RECORDS = ("comparison", "side_effects", "decision", "restart_check")
 
 
 class ActionModule(ControllerAction):
@@ -56,18 +59,24 @@ class ActionModule(ControllerAction):
 
     def _decide(self, args: dict, host: str) -> dict:
         measured, adopted = args["measured"], adoption.normalized(args["adopted"])
+        restart = restart_check.validated(args["restart_check"], "restart_check")
         if self._task.check_mode or measured.get("check_mode"):
             return {"changed": False, "adopt": False, "adopted": adopted, "comparison": None, "side_effects": None,
-                    "decision": adoption.CHECK_DECISION, "failure": None, "lines": [adoption.CHECK_DECISION["summary"]]}
+                    "decision": adoption.CHECK_DECISION, "failure": None, "restart_check": None,
+                    "restart_check_levels": [], "lines": [adoption.CHECK_DECISION["summary"]]}
         outcome = adoption.verdict(Path(args["run_dir"]), measured, adopted, compare=args["compare"],
-                                   policy=args["policy"], moe_configs=args["moe_configs"] or ())
+                                   policy=args["policy"], moe_configs=args["moe_configs"] or (), restart=restart,
+                                   restarted=args["restarted"])
         adopt = outcome["decision"]["adopt"]
         if adopt:
             adopted = self._record(args, measured, adopted)
         written, removed = record_files(Path(measured["dir"]),
                                         {f"{name}.json": outcome[name] for name in VERDICT_RECORDS})
         table = (outcome["comparison"] or {}).get("table", "")
+        pending = outcome["decision"]["action"] == "restart_check"
         return {"changed": bool(written or removed), "adopt": adopt, "adopted": adopted, **outcome,
+                "restart_check_levels": [level["concurrency"] for level in outcome["restart_check"]["levels"]]
+                if pending else [],
                 "lines": [outcome["decision"]["summary"], *filter(None, table.split("\n"))]}
 
     def _adopt(self, args: dict, host: str) -> dict:

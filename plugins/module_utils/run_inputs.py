@@ -20,6 +20,7 @@ import math
 import re
 import typing as t
 
+from ansible_collections.llmops.sglang.plugins.module_utils import restart_check as _restart_check
 from ansible_collections.llmops.sglang.plugins.module_utils import stages as _stages
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import Scales
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
@@ -396,10 +397,27 @@ def check_sequential(checker: Checker, sequential: t.Any, bench: t.Any) -> None:
                               "and needs at least 2 runs per level, got 1 (or set tuning_run_sequential: null)")
 
 
+def check_restart_check(checker: Checker, options: t.Any) -> None:
+    """The restart check of adoptions that the noise between server starts could explain."""
+    path = "tuning_run_restart_check"
+    check = checker.check(as_mapping, path, options)
+    if check is None:
+        return
+    checker.unknown_keys(path, check, tuple(_restart_check.DEFAULTS), " (or null: no restart check)")
+    if check.get("cv_pct") is not None:
+        checker.check(as_number, f"{path}.cv_pct", check["cv_pct"], minimum=0, strict=True,
+                      maximum=_restart_check.MAX_CV_PCT)
+    if check.get("repeats") is not None:
+        repeats = checker.check(as_int, f"{path}.repeats", check["repeats"], minimum=2)
+        if repeats is not None and repeats > _restart_check.MAX_REPEATS:
+            checker.errors.append(f"{path}.repeats: must be at most {_restart_check.MAX_REPEATS}, got {repeats}")
+
+
 def validate_run_inputs(inputs: dict) -> list[str]:
     """Every problem of the run's inputs, as messages naming the variable; empty when all can work.
 
-    ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``sequential``, ``policy``, ``moe``,
+    ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``sequential``, ``restart_check``,
+    ``policy``, ``moe``,
     ``flag_sets``, ``baseline_args``, ``skip_ineffective``, ``emulator_time_scale`` and ``inventory_hosts``; a key
     that is absent (or None for the optional ones) is not checked.
     """
@@ -412,6 +430,8 @@ def validate_run_inputs(inputs: dict) -> list[str]:
         check_compare(checker, inputs["compare"])
     if inputs.get("sequential") is not None:
         check_sequential(checker, inputs["sequential"], inputs.get("bench"))
+    if inputs.get("restart_check") is not None:
+        check_restart_check(checker, inputs["restart_check"])
     if inputs.get("policy") is not None:
         check_policy(checker, inputs["policy"])
     if inputs.get("moe") is not None:

@@ -262,8 +262,9 @@ def _log_values(values: list[float], side: str) -> list[float]:
     return [math.log(value) for value in values]
 
 
-def _log_statistics(reference: list[float], candidate: list[float]) -> tuple[float, float, int]:
-    """Mean log ratio, its standard error from the pooled variance, and that variance's degrees of freedom."""
+def log_ratio(reference: list[float], candidate: list[float]) -> tuple[float, float, int]:
+    """Mean log ratio (candidate / reference), its standard error from the pooled variance, and that variance's
+    degrees of freedom; ValueError for a run that is not positive."""
     ref, cand = _log_values(reference, "reference"), _log_values(candidate, "candidate")
     squares = sum((v - statistics.fmean(ref)) ** 2 for v in ref)
     if len(cand) > 1:
@@ -273,8 +274,8 @@ def _log_statistics(reference: list[float], candidate: list[float]) -> tuple[flo
     return statistics.fmean(cand) - statistics.fmean(ref), se, df
 
 
-def _pct(log_ratio: float) -> float:
-    return math.expm1(log_ratio) * 100.0
+def _pct(log_value: float) -> float:
+    return math.expm1(log_value) * 100.0
 
 
 def _t_statistic(estimate: float, se: float) -> float:
@@ -376,7 +377,7 @@ def look_at_level(reference: list[float], candidate: list[float], threshold_pct:
     looks = look_table(len(reference), design["min_repeats"], design["max_repeats"], design["level_alpha"],
                        design["beta"], design["spending"], design["futility_spending"])
     look = looks[len(candidate) - design["min_repeats"]]
-    estimate, se, df = _log_statistics(reference, candidate)
+    estimate, se, df = log_ratio(reference, candidate)
     threshold = math.log1p(threshold_pct / 100.0)
     statistic = _t_statistic(estimate, se)
     if watch is not None and watch not in WATCHES:

@@ -207,8 +207,12 @@ def _bootstrap_ci_pct(baseline: list[float], candidate: list[float], *, alpha: f
 
 
 def _pooled_cv(baseline: list[float], candidate: list[float]) -> float:
-    cvs = [cv for cv in (cv_pct(baseline), cv_pct(candidate)) if cv is not None]
-    return math.sqrt(sum(cv * cv for cv in cvs) / len(cvs)) if cvs else 0.0
+    """Both sides' CVs pooled by their degrees of freedom, as a pooled variance is (the stopping rule's standard
+    error pools them so too): a candidate's 2 runs do not weigh as much as the reference's 5."""
+    parts = [(len(values) - 1, cv_pct(values)) for values in (baseline, candidate)]
+    parts = [(df, cv) for df, cv in parts if cv is not None]
+    df = sum(df for df, _cv in parts)
+    return math.sqrt(sum(df * cv * cv for df, cv in parts) / df) if parts else 0.0
 
 
 def _direction(change: float, threshold: float) -> str:

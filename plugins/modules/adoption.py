@@ -19,6 +19,10 @@ description:
     records C(comparison.json), C(side_effects.json) and C(decision.json) next to the measurement and returns the
     configuration adopted after it. A failed measurement, or tuned MoE configs the server still reports missing,
     is reverted. In check mode nothing was measured, so nothing is decided or recorded.
+  - With O(restart_check), an adoption that the noise between two server starts could explain is not made yet:
+    RV(restart_check_levels) names the improved levels to measure again on a fresh start of the candidate, and a
+    second O(step=decide) with that measurement as O(restarted) decides (docs/run-directory.md, "Restart check";
+    C(restart_check.json) records it).
   - O(step=adopt) returns the record of a measured configuration adopted without a comparison (the baseline, or the
     search's re-verified winner, whose verdict the search made).
 author:
@@ -74,6 +78,19 @@ options:
         report them missing, and an adopted record runs with them. Default those of O(adopted).
     type: list
     elements: str
+  restart_check:
+    description:
+      - The restart check's options (C(tuning_run_restart_check)), V(null) for none. C(cv_pct) is the spread of one
+        configuration's throughput between server starts (in %, default V(0.6)), C(repeats) the runs per level on the
+        fresh start (default V(3)).
+      - A mapping or null, so the type is raw; bad keys or values fail the task naming them.
+    type: raw
+  restarted:
+    description:
+      - The restart check's measurement, the candidate restarted as it was and measured at RV(restart_check_levels)
+        of the first O(step=decide) (the same keys as O(measured)). With it the step decides whether the adoption
+        stands; a failed one reverts.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -93,6 +110,7 @@ EXAMPLES = r"""
     measured: "{{ tuning_run_measured }}"
     adopted: "{{ loaded.adopted }}"
     policy: {max_capacity_loss_pct: 10}
+    restart_check: {cv_pct: 0.6, repeats: 3}
   register: verdict
 
 - name: Say it
@@ -148,6 +166,18 @@ failure:
   description: Why the measurement is reverted without a comparison, or V(null).
   returned: step=decide
   type: str
+restart_check:
+  description:
+    - The restart check of an adoption (C(needed), C(reason), per improved level the change, its lower bound with the
+      restart noise counted, the threshold and the half of it a fresh start has to show, and after the check its
+      C(check_pct) and C(passed); C(confirmed)); V(null) when nothing was about to be adopted or no check is set.
+  returned: step=decide
+  type: dict
+restart_check_levels:
+  description: The levels to measure again on a fresh start before the adoption is decided; empty when none.
+  returned: step=decide
+  type: list
+  elements: int
 lines:
   description: The decision's summary and the comparison's table, a line each.
   returned: step=decide

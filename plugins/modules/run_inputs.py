@@ -51,6 +51,11 @@ options:
         keys C(min_repeats) (at least 2), C(max_repeats), C(spending), C(futility_spending), C(beta),
         C(stop_on_regression), C(one_sided_stops); null is not checked (fixed repeats).
     type: raw
+  restart_check:
+    description:
+      - The restart check of adoptions (C(tuning_run_restart_check)), a mapping of C(cv_pct) (above 0, at most 10)
+        and C(repeats) (2 to 10); null is not checked (no restart check).
+    type: raw
   policy:
     description: Decision policy of P(llmops.sglang.trial_decision#filter) (C(tuning_run_policy)).
     type: raw
@@ -104,6 +109,7 @@ EXAMPLES = r"""
     bench: "{{ tuning_run_bench }}"
     compare: "{{ tuning_run_compare }}"
     sequential: "{{ tuning_run_sequential }}"
+    restart_check: "{{ tuning_run_restart_check }}"
     policy: "{{ tuning_run_policy }}"
     moe: "{{ tuning_run_moe }}"
     flag_sets: "{{ sglang_candidate_flag_sets | default(omit) }}"

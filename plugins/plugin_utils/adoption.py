@@ -12,6 +12,7 @@ from __future__ import annotations
 import typing as t
 from pathlib import Path
 
+from ansible_collections.llmops.sglang.plugins.module_utils import restart_check
 from ansible_collections.llmops.sglang.plugins.module_utils.decisions import decide_trial
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import adopted_from
@@ -71,20 +72,35 @@ def still_missing(facts: dict, moe_configs: t.Sequence[str]) -> list[str]:
 
 
 def verdict(run_dir: Path, measured: dict, adopted: dict, *, compare: dict | None = None,
-            policy: dict | None = None, moe_configs: t.Sequence[str] = ()) -> dict:
+            policy: dict | None = None, moe_configs: t.Sequence[str] = (), restart: dict | None = None,
+            restarted: dict | None = None) -> dict:
     """Compare a measurement with the adopted configuration's and apply the decision policy: ``comparison``,
-    ``side_effects`` (what the server set differently), ``decision`` and ``failure`` (the measurement's own, or a
-    tuned MoE config the server did not load). ``measured`` is what measure.yml keeps: ``failure``, ``facts``,
-    ``sweep``, ``requested_args``."""
+    ``side_effects`` (what the server set differently), ``decision``, ``failure`` (the measurement's own, or a
+    tuned MoE config the server did not load) and ``restart_check`` (None unless an adoption was planned for it).
+    ``measured`` is what measure.yml keeps: ``failure``, ``facts``, ``sweep``, ``requested_args``.
+
+    ``restart`` holds the restart check's options (None: no check): an adoption it finds in need of one is pending
+    (``decision.action`` ``restart_check``, not adopted) until the check's measurement on a fresh start of the
+    candidate, ``restarted`` (the same keys as ``measured``), decides it."""
     failure = measured.get("failure")
     missing = [] if failure else still_missing(measured.get("facts") or {}, moe_configs)
     if missing:
         failure = f"the server still reports missing MoE configs after the install: {', '.join(missing)}"
-    comparison = side_effects = None
+    comparison = side_effects = checked = None
     if not failure:
         reference_sweep, reference_facts = evidence(run_dir, adopted)
         comparison = compare_sweeps(reference_sweep, measured["sweep"], **(compare or {}))
         side_effects = diff_server_facts(reference_facts, measured["facts"], adopted.get("args"),
                                          measured.get("requested_args"))
     decision = decide_trial(comparison, side_effects, policy, failure)
-    return {"comparison": comparison, "side_effects": side_effects, "decision": decision, "failure": failure}
+    if decision["adopt"] and restart is not None:
+        checked = restart_check.plan(reference_sweep, measured["sweep"], comparison, restart)
+        if checked["needed"] and restarted is None:
+            decision = restart_check.pending_decision(decision, checked)
+        elif checked["needed"]:
+            if not restarted.get("failure"):
+                checked = restart_check.judge(reference_sweep, restarted["sweep"], checked,
+                                              comparison["parameters"]["metric"])
+            decision = restart_check.checked_decision(decision, checked, restarted.get("failure"))
+    return {"comparison": comparison, "side_effects": side_effects, "decision": decision, "failure": failure,
+            "restart_check": checked}

@@ -48,6 +48,10 @@ FAST = {
     # under load can still tip the +0.5% trial over 4%. Statistical error rates are benchmarks/verdict_cost.py's to
     # measure; these tests check what the pipeline does with a decision.
     "tuning_run_compare": {"min_effect_pct": 4.0, "noise_band_pct": 5.0, "alpha": 0.05},
+    # Starts taken to differ by 10 %, so that even the tuned kernels' clear gain is measured again on a fresh start
+    # before it is adopted: the restart check's whole path (restart, the improved levels only, its decision) on the
+    # newest release. At the default 0.6 % it would adopt them at once.
+    "tuning_run_restart_check": {"cv_pct": 10.0, "repeats": 2},
 }
 
 
@@ -95,6 +99,7 @@ def test_decisions_follow_the_real_case(pipeline):
     assert not any("enable_flashinfer_allreduce_fusion" in reason for reason in fusion["reasons"]), \
         "the deprecated switch is read as its backend, not as a request the server overrode"
     assert decisions["moe_tune"]["action"] == "adopt", decisions["moe_tune"]["summary"]
+    assert "restart check confirmed on a fresh start" in decisions["moe_tune"]["summary"]
     assert host["adopted"]["stage"] == "moe_tune"
     assert sorted(host["adopted"]["moe_configs"]) == [
         "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json",
@@ -107,6 +112,20 @@ def test_decisions_follow_the_real_case(pipeline):
     restarted = json.loads((pipeline["run_dir"] / "verify" / HOST / "deploy.json").read_text())["restarted"]
     assert drift["same_start"] is (not restarted)
     assert host["drift"]["summary"] == drift["summary"] and "and verify (largest" in drift["summary"]
+
+
+def test_the_restart_check_measured_the_improved_levels_on_a_fresh_start(pipeline):
+    moe = pipeline["run_dir"] / "moe_tune" / HOST
+    check = json.loads((moe / "restart_check.json").read_text())
+    assert check["needed"] and check["confirmed"] and check["repeats"] == 2
+    improved = json.loads((moe / "comparison.json").read_text())["improved"]
+    assert [level["concurrency"] for level in check["levels"]] == improved
+    sweep = json.loads((moe / "restart_check" / "sweep.json").read_text())
+    assert [(level["concurrency"], len(level["runs"])) for level in sweep["levels"]] == [(c, 2) for c in improved]
+    assert json.loads((moe / "restart_check" / "deploy.json").read_text())["restarted"] is True
+    fresh_log = (moe / "restart_check" / "startup_log.txt").read_text()
+    assert fresh_log and fresh_log != (moe / "startup_log.txt").read_text()  # its own start's journal
+    assert json.loads((moe / "decision.json").read_text())["action"] == "adopt"
 
 
 def test_final_unit_carries_the_adopted_flags_only(pipeline, fleet, host):

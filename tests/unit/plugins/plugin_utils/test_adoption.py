@@ -101,3 +101,41 @@ def test_missing_evidence_names_the_file_and_the_stage_to_force(tmp_path):
     adopted = adoption.latest(tmp_path, HOST, "flags")
     with pytest.raises(ValueError, match=r"facts_file .*baseline/gpu1/facts.json is missing; .*-e force=baseline"):
         adoption.evidence(tmp_path, adopted)
+
+
+def _sweep(values: dict[int, float], runs: int = 5) -> dict:
+    spread = (0.995, 1.0, 1.004, 0.998, 1.003)
+    return {"levels": [{"concurrency": c, "runs": [{"agg_tok_s": v * f} for f in spread[:runs]]}
+                       for c, v in values.items()]}
+
+
+def test_an_adoption_the_restart_noise_could_explain_waits_for_a_fresh_start(tmp_path):
+    """+2.5 % at one level of three, 0.4 % run noise, starts 1 % apart: pending, then decided by the fresh start."""
+    baseline = tmp_path / "baseline" / HOST
+    baseline.mkdir(parents=True)
+    facts = read(RUN / "baseline" / HOST / "facts.json")
+    (baseline / "sweep.json").write_text(json.dumps(_sweep({1: 100.0, 16: 1000.0, 64: 1500.0})), encoding="utf-8")
+    (baseline / "facts.json").write_text(json.dumps(facts), encoding="utf-8")
+    args = read(RUN / "baseline" / HOST / "requested_args.json")
+    adopted = adoption.adopt("baseline", tmp_path, baseline, args=args, environment={})
+    candidate = {"dir": str(tmp_path / "flags" / HOST / "trials" / "x"), "failure": None, "facts": facts,
+                 "sweep": _sweep({1: 100.0, 16: 1025.0, 64: 1500.0}), "requested_args": args, "environment": {}}
+    check = {"cv_pct": 1.0, "repeats": 2}
+    assert adoption.verdict(tmp_path, candidate, adopted)["decision"]["adopt"]
+    pending = adoption.verdict(tmp_path, candidate, adopted, restart=check)
+    assert pending["decision"]["action"] == "restart_check" and not pending["decision"]["adopt"]
+    assert pending["restart_check"]["needed"]
+    assert [level["concurrency"] for level in pending["restart_check"]["levels"]] == [16]
+    fresh = {**candidate, "sweep": _sweep({16: 1016.0}, runs=2)}
+    held = adoption.verdict(tmp_path, candidate, adopted, restart=check, restarted=fresh)
+    assert held["decision"]["adopt"] and held["restart_check"]["confirmed"]
+    gone = adoption.verdict(tmp_path, candidate, adopted, restart=check,
+                            restarted={**fresh, "sweep": _sweep({16: 1001.0}, runs=2)})
+    assert gone["decision"]["action"] == "revert" and not gone["restart_check"]["confirmed"]
+    failed = adoption.verdict(tmp_path, candidate, adopted, restart=check,
+                              restarted={**fresh, "sweep": None, "failure": "did not start"})
+    assert failed["decision"]["summary"].endswith("; restart check failed: did not start")
+    # a clear improvement is adopted at once, and the check is recorded as not needed
+    clear = adoption.verdict(tmp_path, {**candidate, "sweep": _sweep({1: 100.0, 16: 1080.0, 64: 1500.0})}, adopted,
+                             restart=check)
+    assert clear["decision"]["adopt"] and not clear["restart_check"]["needed"]
