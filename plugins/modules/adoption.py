@@ -19,7 +19,7 @@ description:
     records C(comparison.json), C(side_effects.json) and C(decision.json) next to the measurement and returns the
     configuration adopted after it. A failed measurement, or tuned MoE configs the server still reports missing,
     is reverted. In check mode nothing was measured, so nothing is decided or recorded.
-  - With O(restart_check), an adoption that the noise between two server starts could explain is not made yet:
+  - With O(restart_check), an adoption that the noise between two server starts could explain is not made yet;
     RV(restart_check_levels) names the improved levels to measure again on a fresh start of the candidate, and a
     second O(step=decide) with that measurement as O(restarted) decides (docs/run-directory.md, "Restart check";
     C(restart_check.json) records it).
