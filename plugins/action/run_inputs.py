@@ -9,8 +9,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action im
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import InputError, as_bool, validate_run_inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import check_search
 
-OPTIONS = ("stages", "force", "bench", "compare", "sequential", "restart_check", "policy", "moe", "flag_sets", "baseline_args",
-           "skip_ineffective", "emulator_time_scale", "inventory_hosts")
+OPTIONS = ("stages", "force", "bench", "compare", "sequential", "restart_check", "policy", "moe", "flag_sets",
+           "baseline_args", "skip_ineffective", "emulator_time_scale", "inventory_hosts")
 
 display = Display()
 

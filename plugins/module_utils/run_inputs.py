@@ -417,9 +417,8 @@ def validate_run_inputs(inputs: dict) -> list[str]:
     """Every problem of the run's inputs, as messages naming the variable; empty when all can work.
 
     ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``sequential``, ``restart_check``,
-    ``policy``, ``moe``,
-    ``flag_sets``, ``baseline_args``, ``skip_ineffective``, ``emulator_time_scale`` and ``inventory_hosts``; a key
-    that is absent (or None for the optional ones) is not checked.
+    ``policy``, ``moe``, ``flag_sets``, ``baseline_args``, ``skip_ineffective``, ``emulator_time_scale`` and
+    ``inventory_hosts``; a key that is absent (or None for the optional ones) is not checked.
     """
     checker = Checker()
     if "stages" in inputs or "force" in inputs:
