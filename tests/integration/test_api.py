@@ -2,6 +2,7 @@
 the middle of a flag trial leaves the server running a complete unit (the baseline's or the candidate's)."""
 from __future__ import annotations
 
+import json
 import threading
 import time
 from pathlib import Path
@@ -101,7 +102,7 @@ def test_every_measurement_has_a_typed_sweep(tuned):
 
 
 def test_progress_events_follow_stages_tasks_and_progress(tuned):
-    _, events = tuned
+    result, events = tuned
     stages = [e.stage.split(" - ")[0] for e in events if e.kind == "stage"]
     # Every play of tune.yml starts; the search, off by default, ends at once (its play start is all there is of it).
     assert stages == ["Preflight", "Baseline", "Flags", "Search", "MoE tuning", "Verify", "Report"]
@@ -110,7 +111,10 @@ def test_progress_events_follow_stages_tasks_and_progress(tuned):
     assert tuner_lines and all(e.host == HOST and e.stage.startswith("MoE tuning") for e in tuner_lines)
     assert any("4/4 batch sizes" in e.message for e in tuner_lines), [e.message for e in tuner_lines]
     level_lines = [e for e in events if e.kind == "progress" and e.message.startswith("C=64: ")]
-    assert len(level_lines) == 4 and all(e.host == HOST for e in level_lines)  # baseline, the trial, MoE, verify
+    # baseline, the trial, MoE, verify, and a restart check of an adoption if the run's noise asked for one
+    checks = [path for path in result.run_dir.rglob("restart_check/sweep.json")
+              if 64 in [level["concurrency"] for level in json.loads(path.read_text())["levels"]]]
+    assert len(level_lines) == 4 + len(checks) and all(e.host == HOST for e in level_lines)
     assert events[-1].kind == "finished"
 
 
