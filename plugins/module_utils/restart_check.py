@@ -10,10 +10,11 @@ start happened to be fast looks improved. docs/run-directory.md, "Restart check"
 
 * **when** (``plan``): the candidate is about to be adopted and none of its improved levels stays significant once
   the restart noise is counted: for every improved level, the mean log ratio minus z x sqrt(se^2 + 2 s^2) is not
-  above 0, where se is the level's standard error from its runs (pooled variance, as the stopping rule's), s the
-  per-start CV (``cv_pct``; two starts differ by sqrt(2) s) and z the one-sided normal quantile of the level's share
-  of alpha (alpha / levels, the split every verdict uses). A clear improvement (the usual +8 % at 1 % run noise) is
-  adopted at once; only one near the noise floor of two starts pays the check.
+  above 0, where se is the level's standard error from its runs (pooled variance, as the stopping rule's; 0 with one
+  run a side, where only the restart spread can be weighed), s the per-start CV (``cv_pct``; two starts differ by
+  sqrt(2) s) and z the one-sided normal quantile of the level's share of alpha (alpha / levels, the split every
+  verdict uses). A clear improvement (the usual +8 % at 1 % run noise) is adopted at once; only one near the noise
+  floor of two starts pays the check.
 * **how**: the candidate is restarted as it is (same unit: a new start, nothing else changed) and only those improved
   levels are measured again, ``repeats`` runs each, against the same reference.
 * **what it decides** (``judge``): the fresh start alone - the first one is what made the adoption look likely, so it
@@ -71,6 +72,16 @@ def _pct(log_value: float) -> float:
     return math.expm1(log_value) * 100.0
 
 
+def _change(reference: list[float], candidate: list[float]) -> tuple[float, float]:
+    """The mean log ratio and its standard error; with one run a side there is no run spread to estimate (a
+    low-confidence comparison, ``allow_low_confidence``): its standard error counts as 0, so only the restart spread
+    is weighed."""
+    if len(reference) + len(candidate) < 3:
+        return math.log(statistics.fmean(candidate) / statistics.fmean(reference)), 0.0
+    estimate, se, _df = log_ratio(reference, candidate)
+    return estimate, se
+
+
 def plan(reference: dict, candidate: dict, comparison: dict, options: dict) -> dict:
     """Whether an adopted ``comparison`` (compare_sweeps of ``candidate`` against ``reference``) needs the check.
 
@@ -86,8 +97,8 @@ def plan(reference: dict, candidate: dict, comparison: dict, options: dict) -> d
         if level["verdict"] != "improved":
             continue
         concurrency = level["concurrency"]
-        estimate, se, _df = log_ratio(_runs(reference, concurrency, metric, "reference"),
-                                      _runs(candidate, concurrency, metric, "candidate"))
+        estimate, se = _change(_runs(reference, concurrency, metric, "reference"),
+                               _runs(candidate, concurrency, metric, "candidate"))
         threshold = math.log1p(level["threshold_pct"] / 100.0)
         levels.append({"concurrency": concurrency, "estimate_pct": _pct(estimate),
                        "lower_pct": _pct(estimate - z * math.sqrt(se * se + restart_var)),
@@ -118,8 +129,8 @@ def judge(reference: dict, check_sweep: dict, planned: dict, metric: str) -> dic
     ``summary`` line."""
     levels = []
     for level in planned["levels"]:
-        estimate, _se, _df = log_ratio(_runs(reference, level["concurrency"], metric, "reference"),
-                                       _runs(check_sweep, level["concurrency"], metric, "restart check sweep"))
+        estimate, _se = _change(_runs(reference, level["concurrency"], metric, "reference"),
+                                _runs(check_sweep, level["concurrency"], metric, "restart check sweep"))
         levels.append({**level, "check_pct": _pct(estimate), "passed": _pct(estimate) >= level["needed_pct"]})
     confirmed = any(level["passed"] for level in levels)
     shown = ", ".join(f"C={level['concurrency']} {level['estimate_pct']:+.1f}% then {level['check_pct']:+.1f}% "

@@ -145,3 +145,20 @@ def test_the_check_keeps_nearly_every_true_improvement_of_three_percent(cost):
         checked = simulate_cell(Scenario(effect, 0.01, 0.006), 400, seed=189, cost=cost, options={},
                                 policies=("sequential",), check=RESTART_CHECK)["sequential"]
         assert without["adopt_pct"] - checked["adopt_pct"] <= most_lost, (effect, without, checked)
+
+
+def test_one_run_a_side_weighs_the_restart_spread_alone():
+    """A low-confidence comparison (one run a side, allow_low_confidence) has no run spread to estimate: the check
+    counts the restart spread only - a +12 % gain stands, a +2.5 % one is checked."""
+    reference = sweep({4: 400.0, 16: 1000.0}, runs=1)
+    for gain, needed in ((1.12, False), (1.025, True)):
+        candidate = sweep({4: 400.0, 16: 1000.0 * gain}, runs=1)
+        comparison = compare_sweeps(reference, candidate, min_effect_pct=2.0, noise_band_pct=2.0)
+        assert comparison["improved"] == [16] and comparison["low_confidence"]
+        planned = restart_check.plan(reference, candidate, comparison, CHECK)
+        assert planned["needed"] is needed
+        restart_sd = math.sqrt(2) * math.log1p(0.01)
+        assert planned["levels"][0]["lower_pct"] == pytest.approx(
+            100 * math.expm1(math.log(gain) - planned["z"] * restart_sd))
+    judged = restart_check.judge(reference, sweep({16: 1020.0}, runs=2), planned, "agg_tok_s")
+    assert judged["confirmed"] and judged["levels"][0]["check_pct"] == pytest.approx(2.26, abs=0.05)
