@@ -217,12 +217,11 @@ def fixed_policy(trial: Trial) -> Outcome:
     return Outcome(_adopted(trial.reference, candidate), [(c, FIXED_REPEATS) for c in LEVELS])
 
 
-def _restart_checked(trial: Trial, sweep: dict, check: dict | None) -> Outcome | None:
-    """The pipeline's restart check of an adoption (plugin_utils/adoption.verdict): None when it decides nothing
-    (not adopted, no check, or one not needed), else the outcome of measuring the improved levels on a second
-    start."""
-    comparison = compare_sweeps(trial.reference, sweep, **COMPARE)
-    if check is None or not decide_trial(comparison)["adopt"]:
+def _restart_checked(trial: Trial, sweep: dict, comparison: dict, check: dict | None) -> Outcome | None:
+    """The pipeline's restart check of an adoption (plugin_utils/adoption.verdict) whose ``comparison`` adopted:
+    None when it decides nothing (no check, or one not needed), else the outcome of measuring the improved levels
+    on a second start."""
+    if check is None:
         return None
     planned = restart_check.plan(trial.reference, sweep, comparison, check)
     if not planned["needed"]:
@@ -247,9 +246,11 @@ def sequential_policy(trial: Trial, options: dict, check: dict | None = None) ->
             stopped = stop_after_run(stop_rule, concurrency, runs, _no_progress)
         sweep["levels"].append({"concurrency": concurrency, "runs": runs, "sequential": stopped})
         visits.append((concurrency, len(runs) - len(earlier)))
-    checked = _restart_checked(trial, sweep, check)
+    comparison = compare_sweeps(trial.reference, sweep, **COMPARE)
+    adopted = decide_trial(comparison)["adopt"]
+    checked = _restart_checked(trial, sweep, comparison, check) if adopted else None
     if checked is None:
-        return Outcome(_adopted(trial.reference, sweep), visits)
+        return Outcome(adopted, visits)
     return Outcome(checked.adopted, visits + checked.visits, restarts=2)
 
 
