@@ -61,9 +61,11 @@ class ActionModule(ControllerAction):
         measured, adopted = args["measured"], adoption.normalized(args["adopted"])
         restart = restart_check.validated(args["restart_check"], "restart_check")
         if self._task.check_mode or measured.get("check_mode"):
+            check_dir, _stale = adoption.check_dir(Path(measured["dir"]), args["restarted"], check_mode=True)
             return {"changed": False, "adopt": False, "adopted": adopted, "comparison": None, "side_effects": None,
                     "decision": adoption.CHECK_DECISION, "failure": None, "restart_check": None,
-                    "restart_check_levels": [], "lines": [adoption.CHECK_DECISION["summary"]]}
+                    "restart_check_levels": [], "restart_check_dir": str(check_dir),
+                    "lines": [adoption.CHECK_DECISION["summary"]]}
         outcome = adoption.verdict(Path(args["run_dir"]), measured, adopted, compare=args["compare"],
                                    policy=args["policy"], moe_configs=args["moe_configs"] or (), restart=restart,
                                    restarted=args["restarted"])
@@ -72,11 +74,14 @@ class ActionModule(ControllerAction):
             adopted = self._record(args, measured, adopted)
         written, removed = record_files(Path(measured["dir"]),
                                         {f"{name}.json": outcome[name] for name in VERDICT_RECORDS})
+        check_dir, stale = adoption.check_dir(Path(measured["dir"]), args["restarted"])
+        removed = [*removed, *stale]
         table = (outcome["comparison"] or {}).get("table", "")
         pending = outcome["decision"]["action"] == "restart_check"
         return {"changed": bool(written or removed), "adopt": adopt, "adopted": adopted, **outcome,
                 "restart_check_levels": [level["concurrency"] for level in outcome["restart_check"]["levels"]]
                 if pending else [],
+                "restart_check_dir": str(check_dir),
                 "lines": [outcome["decision"]["summary"], *filter(None, table.split("\n"))]}
 
     def _adopt(self, args: dict, host: str) -> dict:

@@ -30,9 +30,11 @@ import math
 import statistics
 import typing as t
 
-from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import log_ratio
+from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import log_ratio, pct
 
 DEFAULTS = {"cv_pct": 0.6, "repeats": 3}
+# The check's measurement of a candidate: this directory inside the candidate's measurement directory.
+DIRECTORY = "restart_check"
 # Above this a "restart noise" is no noise: a server whose starts differ by 10 % needs fixing, not averaging.
 MAX_CV_PCT = 10.0
 MAX_REPEATS = 10
@@ -68,10 +70,6 @@ def _runs(sweep: dict, concurrency: int, metric: str, name: str) -> list[float]:
     raise ValueError(f"{name} has no level with concurrency {concurrency}")
 
 
-def _pct(log_value: float) -> float:
-    return math.expm1(log_value) * 100.0
-
-
 def _change(reference: list[float], candidate: list[float]) -> tuple[float, float]:
     """The mean log ratio and its standard error; with one run a side there is no run spread to estimate (a
     low-confidence comparison, ``allow_low_confidence``): its standard error counts as 0, so only the restart spread
@@ -100,9 +98,9 @@ def plan(reference: dict, candidate: dict, comparison: dict, options: dict) -> d
         estimate, se = _change(_runs(reference, concurrency, metric, "reference"),
                                _runs(candidate, concurrency, metric, "candidate"))
         threshold = math.log1p(level["threshold_pct"] / 100.0)
-        levels.append({"concurrency": concurrency, "estimate_pct": _pct(estimate),
-                       "lower_pct": _pct(estimate - z * math.sqrt(se * se + restart_var)),
-                       "threshold_pct": level["threshold_pct"], "needed_pct": _pct(threshold / 2.0)})
+        levels.append({"concurrency": concurrency, "estimate_pct": pct(estimate),
+                       "lower_pct": pct(estimate - z * math.sqrt(se * se + restart_var)),
+                       "threshold_pct": level["threshold_pct"], "needed_pct": pct(threshold / 2.0)})
     robust = [level for level in levels if level["lower_pct"] > 0]
     result = {"needed": bool(levels) and not robust, "levels": levels, **options, "z": z}
     if robust:
@@ -131,7 +129,7 @@ def judge(reference: dict, check_sweep: dict, planned: dict, metric: str) -> dic
     for level in planned["levels"]:
         estimate, _se = _change(_runs(reference, level["concurrency"], metric, "reference"),
                                 _runs(check_sweep, level["concurrency"], metric, "restart check sweep"))
-        levels.append({**level, "check_pct": _pct(estimate), "passed": _pct(estimate) >= level["needed_pct"]})
+        levels.append({**level, "check_pct": pct(estimate), "passed": pct(estimate) >= level["needed_pct"]})
     confirmed = any(level["passed"] for level in levels)
     shown = ", ".join(f"C={level['concurrency']} {level['estimate_pct']:+.1f}% then {level['check_pct']:+.1f}% "
                       f"(needed {level['needed_pct']:+.1f}%)" for level in levels)

@@ -274,7 +274,8 @@ def log_ratio(reference: list[float], candidate: list[float]) -> tuple[float, fl
     return statistics.fmean(cand) - statistics.fmean(ref), se, df
 
 
-def _pct(log_value: float) -> float:
+def pct(log_value: float) -> float:
+    """A log ratio as a change in percent."""
     return math.expm1(log_value) * 100.0
 
 
@@ -392,11 +393,11 @@ def look_at_level(reference: list[float], candidate: list[float], threshold_pct:
         "information_fraction": look["fraction"], "level_alpha": design["level_alpha"],
         "alpha_spent": look["alpha_spent"],
         "beta": design["beta"], "beta_spent": look["beta_spent"], "threshold_pct": threshold_pct,
-        "estimate_pct": _pct(estimate), "se_log": se,
+        "estimate_pct": pct(estimate), "se_log": se,
         "rules_out_regression": _rules_out_regression(estimate, se, look, threshold),
         "p_value": 2.0 * t_upper_tail(abs(statistic), df),
         # The repeated confidence interval: it covers the true change at every look at once with 1 - level_alpha.
-        "ci_low_pct": _pct(estimate - half_width), "ci_high_pct": _pct(estimate + half_width),
+        "ci_low_pct": pct(estimate - half_width), "ci_high_pct": pct(estimate + half_width),
     }
     record["reason"] = _reason(decision, boundary, record)
     return record

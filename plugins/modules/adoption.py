@@ -178,6 +178,12 @@ restart_check_levels:
   returned: step=decide
   type: list
   elements: int
+restart_check_dir:
+  description:
+    - Where the restart check's measurement is recorded, inside the candidate's measurement directory. The first
+      decision on a measurement removes what an earlier attempt's check left there.
+  returned: step=decide
+  type: str
 lines:
   description: The decision's summary and the comparison's table, a line each.
   returned: step=decide

@@ -9,6 +9,7 @@ args and environment, the tuned MoE config files it runs with, and where its evi
 """
 from __future__ import annotations
 
+import shutil
 import typing as t
 from pathlib import Path
 
@@ -69,6 +70,18 @@ def still_missing(facts: dict, moe_configs: t.Sequence[str]) -> list[str]:
     """The installed MoE config files the server still reports missing (it did not load them)."""
     missing = {Path(path).name for path in facts.get("missing_moe_configs") or ()}
     return [name for name in moe_configs if name in missing]
+
+
+def check_dir(measurement_dir: Path, restarted: dict | None, *, check_mode: bool = False) -> tuple[Path, list[Path]]:
+    """Where the restart check of a measurement records its own measurement, and what was removed from there: the
+    first decision on a measurement (``restarted`` None) removes the check an earlier attempt of it left, so the
+    directory never mixes two attempts; the decision after the check keeps it."""
+    directory = Path(measurement_dir) / restart_check.DIRECTORY
+    if restarted is not None or not directory.is_dir():
+        return directory, []
+    if not check_mode:
+        shutil.rmtree(directory)
+    return directory, [directory]
 
 
 def verdict(run_dir: Path, measured: dict, adopted: dict, *, compare: dict | None = None,

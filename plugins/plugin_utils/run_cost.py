@@ -7,11 +7,9 @@ from __future__ import annotations
 import typing as t
 from pathlib import Path
 
-from ansible_collections.llmops.sglang.plugins.module_utils import gpu_cost
+from ansible_collections.llmops.sglang.plugins.module_utils import gpu_cost, restart_check
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
 
-# Where the restart check of an adoption records its measurement, inside the candidate's (roles/tuning_run decide.yml).
-RESTART_CHECK_DIR = "restart_check"
 NO_GPU_WORK = "no GPU work: nothing was measured or tuned, the server kept running"
 
 
@@ -40,9 +38,8 @@ def _emulated(directories: t.Iterable[Path]) -> bool:
     return any((read_json(d / "facts.json") or {}).get("emulator") for d in directories)
 
 
-def _benchmark_parts(directory: Path, scales: gpu_cost.Scales) -> list[dict]:
-    """A measurement's start and every benchmark of it, as cost parts."""
-    facts = read_json(directory / "facts.json")
+def _benchmark_parts(directory: Path, scales: gpu_cost.Scales, facts: dict | None) -> list[dict]:
+    """A measurement's start and every benchmark of it, as cost parts (``facts``: its facts.json)."""
     first, *more = _sweeps(directory) or [None]
     return [gpu_cost.measurement_parts(read_json(directory / "deploy.json"), facts, first, scales.serving,
                                        scales.startup),
@@ -53,9 +50,10 @@ def _measurement_cost(directory: Path, emulated: bool, time_scale: dict | None) 
     """A measurement's GPU-minutes, with its restart check's (a second start of the candidate) when it had one."""
     facts = read_json(directory / "facts.json")
     scales = gpu_cost.scales_for(emulated, time_scale)
-    check = directory / RESTART_CHECK_DIR
-    parts = gpu_cost.add_parts(*_benchmark_parts(directory, scales),
-                               *(_benchmark_parts(check, scales) if (check / "requested_args.json").is_file() else []))
+    check = directory / restart_check.DIRECTORY
+    checked = (check / "requested_args.json").is_file()
+    parts = gpu_cost.add_parts(*_benchmark_parts(directory, scales, facts),
+                               *(_benchmark_parts(check, scales, read_json(check / "facts.json")) if checked else []))
     gpus, source = gpu_cost.deployment_gpus(facts, read_json(directory / "requested_args.json"),
                                             read_json(directory / "environment.json"))
     return gpu_cost.cost_record(parts, gpus, source, emulated, time_scale)

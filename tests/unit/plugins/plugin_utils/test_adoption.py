@@ -139,3 +139,17 @@ def test_an_adoption_the_restart_noise_could_explain_waits_for_a_fresh_start(tmp
     clear = adoption.verdict(tmp_path, {**candidate, "sweep": _sweep({1: 100.0, 16: 1080.0, 64: 1500.0})}, adopted,
                              restart=check)
     assert clear["decision"]["adopt"] and not clear["restart_check"]["needed"]
+
+
+def test_the_first_decision_on_a_measurement_removes_an_earlier_attempts_restart_check(tmp_path):
+    """A trial measured again without needing a check must not keep the check an earlier attempt of it made."""
+    stale = tmp_path / "restart_check"
+    (stale / "probes").mkdir(parents=True)
+    (stale / "sweep.json").write_text("{}", encoding="utf-8")
+    assert adoption.check_dir(tmp_path, None, check_mode=True) == (stale, [stale])
+    assert stale.is_dir(), "check mode changes nothing"
+    assert adoption.check_dir(tmp_path, {"sweep": {}}) == (stale, []), "the decision after the check keeps it"
+    assert (stale / "sweep.json").is_file()
+    assert adoption.check_dir(tmp_path, None) == (stale, [stale])
+    assert not stale.exists() and list(tmp_path.iterdir()) == []
+    assert adoption.check_dir(tmp_path, None) == (stale, []), "nothing to remove"
