@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pytest
@@ -27,7 +28,8 @@ pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
 PLAYBOOKS = Path(__file__).parent / "playbooks"
 HOST_PROFILE = "/etc/sglang-emulator/profile.yaml"
 LOCAL_MODEL = EMULATOR / "models" / "Qwen3.5-122B-A10B"
-SWEEP = {"bench_concurrency_levels": [1, 4, 16, 64], "bench_requests_per_level": 64,
+# No warm-up (the emulator has nothing to warm up), so that the prefills a level's journal shows are its run's.
+SWEEP = {"bench_concurrency_levels": [1, 4, 16, 64], "bench_requests_per_level": 64, "bench_warmup_requests": 0,
          "bench_input_len": 250, "bench_output_len": 250}
 EMULATOR_BANNER = "EMULATOR: sglang emulator"
 
@@ -103,7 +105,7 @@ def test_emulator_marks_itself_and_the_parsers_ignore_it(fleet, runner, gpu1, ba
 
 
 def noise_band(profile: Profile, perf: PerfModel, run: dict, empty_slots: float, output_len: int,
-               behind_s: float) -> tuple[float, float]:
+               behind_s: float, shared_prefills: int) -> tuple[float, float]:
     """Relative (below, above) band around the noise-free steady-state curve for one run of the sweep.
 
     Random, 3 sigma: instance_cv (drawn once per server start), request_cv (each request draws its own mean
@@ -113,14 +115,18 @@ def noise_band(profile: Profile, perf: PerfModel, run: dict, empty_slots: float,
     share of batch slots left empty (``empty_slots``: between a finished request and its next one, and in the
     drain at the end); each request's last step, which yields only what is left of its tokens; and the wall time
     the emulator's loop fell behind its timeline (``behind_s``, which it counts: the machine's CPU, not the model,
-    spent it).
+    spent it). Above the curve only, the prefills that shared a batch: the curve has every request pay a prefill's
+    fixed cost, while clients whose requests finished in the same step send their next ones together and the
+    server prefills them as one batch, which pays it once (``shared_prefills``: requests beyond the first of each
+    prefill batch the server logged during the run).
     """
     spread, requests = profile.speculative.request_cv, run["ok"]
     steps_per_request = (output_len - 1) / perf.accept_length
     sigma = math.sqrt(profile.instance_cv ** 2 + spread ** 2 / requests
                       + profile.noise_cv ** 2 / (requests * steps_per_request))
     behind = behind_s / run["wall_s"]
-    return 3 * sigma + spread ** 2 + empty_slots + 1 / steps_per_request + behind, 3 * sigma
+    saved = shared_prefills * perf.prefill_base_s * profile.time_scale / run["wall_s"]
+    return 3 * sigma + spread ** 2 + empty_slots + 1 / steps_per_request + behind, 3 * sigma + saved
 
 
 def empty_slots(perf: PerfModel, run: dict, concurrency: int, max_running: int, input_len: int,
@@ -142,6 +148,13 @@ def empty_slots(perf: PerfModel, run: dict, concurrency: int, max_running: int, 
     return 1 - run["ok"] * output_len / seconds / steady
 
 
+def shared_prefills(fleet, host, invocation_id: str) -> int:
+    """Requests the server prefilled in a batch beside another one so far: its log's ``#new-seq`` beyond the first."""
+    batches = [re.search(r"#new-seq: (\d+)", e["MESSAGE"]) for e in journal_entries(fleet, host, invocation_id)
+               if "Prefill batch." in e["MESSAGE"]]
+    return sum(int(batch.group(1)) - 1 for batch in batches)
+
+
 def emulator_behind_s(fleet, host) -> float:
     """The emulator's count of seconds its loop fell behind (``/server_info``), asked on the host."""
     info = fleet.run(host, "python3", "-c", "import sys, urllib.request; print(urllib.request.urlopen(sys.argv[1],"
@@ -150,15 +163,16 @@ def emulator_behind_s(fleet, host) -> float:
 
 
 def test_sweep_reproduces_the_profile_curve(fleet, runner, gpu1, baseline_server, tmp_path, monkeypatch):
-    # One level at a time, so that the seconds the emulator fell behind are each level's own.
-    levels = []
+    # One level at a time, so that the seconds the emulator fell behind and its shared prefills are each level's own.
+    levels, invocation = [], baseline_server["invocation_id"]
     for concurrency in SWEEP["bench_concurrency_levels"]:
-        before = emulator_behind_s(fleet, gpu1)
+        before = emulator_behind_s(fleet, gpu1), shared_prefills(fleet, gpu1, invocation)
         result = runner.run(PLAYBOOKS / "bench_sweep.yml", {**SWEEP, "bench_concurrency_levels": [concurrency]},
                             limit="gpu1")
         assert result.status == "successful", result.stdout
         (level,) = task_results(result, "Run the sweep")["gpu1"]["sweep"]["levels"]
-        levels.append((level, emulator_behind_s(fleet, gpu1) - before))
+        levels.append((level, emulator_behind_s(fleet, gpu1) - before[0],
+                       shared_prefills(fleet, gpu1, invocation) - before[1]))
 
     # The emulator's own model, evaluated here with the profile the server ran with (ServerArgs reads it too).
     profile_copy = tmp_path / "profile.yaml"
@@ -175,16 +189,16 @@ def test_sweep_reproduces_the_profile_curve(fleet, runner, gpu1, baseline_server
 
     input_len, output_len = SWEEP["bench_input_len"], SWEEP["bench_output_len"]
     report, outside = [], []
-    for level, behind_s in levels:
+    for level, behind_s, shared in levels:
         concurrency, (run,) = level["concurrency"], level["runs"]
         expected = expected_output_throughput(perf, concurrency, input_len, output_len,
                                               plan.max_running_requests) / profile.time_scale
         empty = empty_slots(perf, run, concurrency, plan.max_running_requests, input_len, output_len)
-        below, above = noise_band(profile, perf, run, empty, output_len, behind_s)
+        below, above = noise_band(profile, perf, run, empty, output_len, behind_s, shared)
         change = run["agg_tok_s"] / expected - 1
         report.append(f"C={concurrency}: {run['agg_tok_s']:.0f} tok/s vs {expected:.0f} expected ({change:+.1%}, "
                       f"band -{below:.1%}/+{above:.1%}, emulator behind {behind_s:.2f} s of {run['wall_s']:.1f} s, "
-                      f"client CPU {run['client_cpu_pct']:.0f}%)")
+                      f"{shared} shared prefills, client CPU {run['client_cpu_pct']:.0f}%)")
         if not -below <= change <= above:
             outside.append(concurrency)
     print("\n".join(report))
