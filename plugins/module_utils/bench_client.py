@@ -27,6 +27,7 @@ import gc
 import json
 import math
 import random
+import secrets
 import statistics
 import sys
 import time
@@ -347,11 +348,11 @@ EVENT_HANDLERS: dict[str, t.Callable[[RequestRecord, dict, float], None]] = {
 }
 
 
-def token_id_prompt(input_len: int, seed: int) -> list[int]:
+def token_id_prompt(input_len: int, seed: int | str) -> list[int]:
     return random.Random(seed).choices(PROMPT_TOKEN_IDS, k=input_len)
 
 
-def text_prompt(words: int, seed: int) -> str:
+def text_prompt(words: int, seed: int | str) -> str:
     return " ".join(random.Random(seed).choices(PROMPT_WORDS, k=words))
 
 
@@ -617,7 +618,11 @@ def format_progress(event: dict) -> str:
 
 
 class _LevelRunner:
-    """Drives one ClientSession through the sweep; every prompt is unique across warm-ups, runs and levels."""
+    """Drives one ClientSession through the sweep; every prompt is unique across warm-ups, runs and levels, and
+    across sweeps: a server's radix cache keeps the prompts of earlier sweeps (a rate search's earlier probes, an
+    earlier stage's sweep on the same start), and a repeated prompt would be served from it with a prefill of one
+    token - a TTFT and a capacity no new request gets. The prompts draw from the seed and a salt of the sweep's own
+    (the arrivals and lengths stay the seed's: the same for every configuration)."""
 
     def __init__(self, session: t.Any, config: BenchConfig, model: str | None,
                  stop_rule: StopRule | None = None) -> None:
@@ -628,21 +633,21 @@ class _LevelRunner:
         self.url = config.base_url + ENDPOINT_PATHS[config.endpoint]
         self.handler = EVENT_HANDLERS[config.endpoint]
         self.prompt_counter = 0
+        self.prompt_salt = secrets.randbits(64)
         self.stop_rule = stop_rule
 
     def bodies(self, count: int, output_len: int) -> list[bytes]:
         config = self.config
         bodies = []
         for _request in range(count):
-            self.prompt_counter += 1
-            seed = config.seed * 1_000_000_007 + self.prompt_counter
+            seed = self.next_seed()
             prompt = text_prompt(self.words, seed) if self.words else token_id_prompt(config.input_len, seed)
             bodies.append(json.dumps(request_body(config.endpoint, self.model, prompt, output_len)).encode())
         return bodies
 
-    def next_seed(self) -> int:
+    def next_seed(self) -> str:
         self.prompt_counter += 1
-        return self.config.seed * 1_000_000_007 + self.prompt_counter
+        return f"{self.config.seed}:{self.prompt_salt}:{self.prompt_counter}"
 
     def piece(self, tokens: int) -> list[int] | str:
         """A fresh prompt piece of about ``tokens`` tokens: token ids, or calibrated words for chat."""

@@ -12,6 +12,7 @@ import pytest
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
     BenchConfig,
     RequestRecord,
+    _LevelRunner,
     SSEDecoder,
     aggregate_run,
     apply_chat_event,
@@ -168,6 +169,18 @@ def test_config_rejects_nonpositive_concurrency_and_too_few_requests() -> None:
     assert [(p["concurrency"], p["warmup_requests"], p["requests"]) for p in defaults.plan()] == [
         (1, 4, 4), (4, 4, 8), (16, 16, 32), (32, 32, 64), (64, 64, 128)]
     assert "api_key" not in repr(BenchConfig(base_url="http://h:1", api_key="sk-secret"))
+
+
+def test_two_sweeps_with_the_same_seed_never_send_the_same_prompt() -> None:
+    """A rate search's probes are sweeps on one server start: a prompt of an earlier probe would be served from the
+    radix cache (a one-token prefill), so each sweep's prompts are its own, warm-ups and shared prefixes included."""
+    same = config("http://127.0.0.1:30000", seed=19)
+    first, second = _LevelRunner(None, same, None), _LevelRunner(None, same, None)
+    prompts = [[json.loads(body)["prompt"] for body in runner.bodies(50, 8)] + [runner.piece(40)]
+               for runner in (first, second)]
+    assert all(len(set(map(tuple, sweep))) == 51 for sweep in prompts)
+    assert not set(map(tuple, prompts[0])) & set(map(tuple, prompts[1]))
+    assert [len(prompt) for prompt in prompts[0]] == [300] * 50 + [40]
 
 
 def test_format_progress_is_one_greppable_line() -> None:
