@@ -41,7 +41,7 @@ sandbox-down: setup
 bench-client: setup  ## our benchmark client vs SGLang's bench_serving on the emulator (installs ~6 GB into .cache)
 	@$(PY) benchmarks/client_throughput.py
 
-bench-goodput-search: setup  ## our goodput search vs sglang.auto_benchmark on the emulator, same GPU-minute budget (~15 min)
+bench-goodput-search: setup  ## our goodput search vs sglang.auto_benchmark on the emulator, same GPU-minute budget (~37 min)
 	@$(PY) benchmarks/goodput_search.py
 
 bench-tuning-scale: setup  ## MoE tuning wall time on 1, 2, 3 sandbox hosts over one Ray cluster (emulator, root, ~2 min)
