@@ -1,0 +1,937 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""llmops.sglang's fused-MoE tuning engine: tunes the installed SGLang release's own ``fused_moe_kernel`` (up and
+down GEMMs) on the GPU host, in the SGLang installation's Python.
+
+Installed on the host by llmops.sglang.moe_tune (``engine: llmops``) and run as ``python moe_engine.py JOB.json``.
+Standalone: standard library at import; torch, triton and the release's kernels are imported by the processes that
+use them (:class:`TritonBench`), so the controller imports the pure parts (plans, halving, picks, checkpoints) for
+its own use and tests. Nothing of SGLang is copied: the kernel, its launch path (``invoke_fused_moe_kernel``), the
+default config and the config-file name come from the release installed where this runs.
+
+Why it is fast (docs/moe-engine.md):
+- every candidate compiles once per Triton specialisation of its launch (not once per batch size and GPU as in
+  SGLang's tuner), ahead of time on all CPU cores (``compile_workers`` processes, Triton's ``warmup`` through the
+  release's own launch path), into one Triton cache that the timing processes load from;
+- timing is screened then refined (successive halving per batch size): one graph replay per (config, M) for all,
+  more only for the leaders of each ``BLOCK_SIZE_M`` and overall;
+- one timing process per GPU, all at once; a compile or launch failure skips that config, a crashed process is
+  replaced; a checkpoint per (kernel, M) lets an interrupted run resume; a deadline ends it cleanly.
+Timing regime: CUDA-graph replay of ``launches`` launches, each with its own routing (and weight copy when the
+weights would fit in L2), so weights are cold and launch gaps are the graph's, as in a server's decode graphs.
+Up and down share one ``moe_align_block_size`` sort in SGLang (the down config is forced to the up config's
+BLOCK_SIZE_M): the pair is chosen jointly, the BLOCK_SIZE_M whose best up plus best down is fastest.
+
+Progress: one JSON object per line on stdout (``{"event": ...}``); the result is the JSON file ``job["output"]``,
+written atomically only when every (kernel, M) is tuned. Exit codes: 0 done, 2 bad job, 3 deadline, 1 failure.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import queue
+import statistics
+import sys
+import time
+import traceback
+
+ENGINE_VERSION = 1
+CONFIG_KEYS = ("BLOCK_SIZE_M", "BLOCK_SIZE_N", "BLOCK_SIZE_K", "GROUP_SIZE_M", "num_warps", "num_stages")
+# Triton's launch defaults, made explicit for SGLang's default configs that leave them out.
+TRITON_DEFAULTS = {"num_warps": 4, "num_stages": 3}
+KERNELS = ("up", "down")
+EXIT_BAD_JOB, EXIT_DEADLINE = 2, 3
+DEFAULT_TIMING = {
+    "launches": 8,         # launches per captured graph (routings rotate through them)
+    "screen_launches": 4,  # eager launches per (config, M) for every candidate
+    "refine_share": 0.04,  # share of candidates refined per M ...
+    "refine_min": 8,       # ... at least this many, plus the best 2 of every BLOCK_SIZE_M
+    "refine_reps": 5,
+    "final_top": 3,        # the leaders re-timed interleaved
+    "final_reps": 10,
+}
+# Where SGLang keeps the kernels: 0.5.22+ moved them under sglang.kernels (sglang 0.5.23
+# sglang/kernels/ops/moe/fused_moe_triton_kernels.py); earlier releases have them beside the layer.
+KERNEL_MODULES = ("sglang.kernels.ops.moe.fused_moe_triton_kernels",
+                  "sglang.srt.layers.moe.fused_moe_triton.fused_moe_triton_kernels")
+CONFIG_MODULES = ("sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config",
+                  "sglang.srt.layers.moe.fused_moe_triton.fused_moe")
+ALIGN_MODULES = ("sglang.srt.layers.moe.moe_runner.triton_utils.moe_align_block_size",
+                 "sglang.srt.layers.moe.fused_moe_triton.fused_moe")
+
+
+class JobError(ValueError):
+    """The job file is unusable (exit 2)."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Pure parts: configs, plans, picks, checkpoints (the controller and the tests import these)
+# ---------------------------------------------------------------------------------------------
+
+
+def full_config(config: dict) -> dict:
+    """A config with Triton's defaults made explicit and only the keys a launch takes."""
+    merged = {**TRITON_DEFAULTS, **config}
+    return {key: int(merged[key]) for key in CONFIG_KEYS}
+
+
+def config_key(config: dict) -> str:
+    """``M16_N32_K64_G1_w4_s3``: one name per config."""
+    c = full_config(config)
+    return (f"M{c['BLOCK_SIZE_M']}_N{c['BLOCK_SIZE_N']}_K{c['BLOCK_SIZE_K']}_G{c['GROUP_SIZE_M']}"
+            f"_w{c['num_warps']}_s{c['num_stages']}")
+
+
+def candidates(configs: list[dict], defaults: list[dict]) -> dict[str, dict]:
+    """The search space plus the release's default configs (often outside it: BLOCK_SIZE_K 32), by key: a tuned
+    pick is never slower than what the server runs without a file."""
+    out = {}
+    for config in list(configs) + list(defaults):
+        out.setdefault(config_key(config), full_config(config))
+    return out
+
+
+def refine_set(times: dict[str, float], share: float, minimum: int) -> list[str]:
+    """Keys worth more runs at one M: the fastest ``share`` (at least ``minimum``) and the best two of every
+    BLOCK_SIZE_M (the joint up/down choice needs each block size's best)."""
+    ranked = sorted((t, key) for key, t in times.items() if t is not None and math.isfinite(t))
+    keep = {key for _, key in ranked[:max(minimum, math.ceil(share * len(ranked)))]}
+    per_bm: dict[str, list[str]] = {}
+    for _, key in ranked:
+        per_bm.setdefault(key.split("_")[0], []).append(key)
+    for keys in per_bm.values():
+        keep.update(keys[:2])
+    return sorted(keep, key=lambda key: times[key])
+
+
+def median(samples: list[float]) -> float:
+    return statistics.median(samples) if samples else math.inf
+
+
+def best_per_block_m(times: dict[str, float]) -> dict[int, tuple[str, float]]:
+    """The fastest key per BLOCK_SIZE_M."""
+    best: dict[int, tuple[str, float]] = {}
+    for key, t in times.items():
+        block_m = int(key.split("_")[0][1:])
+        if math.isfinite(t) and (block_m not in best or t < best[block_m][1]):
+            best[block_m] = (key, t)
+    return best
+
+
+def joint_pick(up: dict[str, float], down: dict[str, float] | None) -> dict:
+    """The up (and down) keys at one M. With a down kernel, both share the up config's BLOCK_SIZE_M (one align
+    sort; sglang 0.5.23 fused_moe_triton_config.try_get_optimal_moe_config overrides a mismatching down), so the
+    BLOCK_SIZE_M with the fastest best-up + best-down wins."""
+    up_best = best_per_block_m(up)
+    if not up_best:
+        raise ValueError("no up config ran")
+    if down is None:
+        key, t = min(up_best.values(), key=lambda pair: pair[1])
+        return {"up": key, "up_us": t}
+    down_best = best_per_block_m(down)
+    shared = sorted(set(up_best) & set(down_best))
+    if not shared:
+        raise ValueError("no BLOCK_SIZE_M ran for both the up and the down kernel")
+    block_m = min(shared, key=lambda bm: up_best[bm][1] + down_best[bm][1])
+    return {"up": up_best[block_m][0], "up_us": up_best[block_m][1],
+            "down": down_best[block_m][0], "down_us": down_best[block_m][1]}
+
+
+def fingerprint(job: dict) -> str:
+    """What makes a checkpoint reusable: everything that decides the result, not where it runs or for how long."""
+    keep = {key: job.get(key) for key in ("shape", "kernels", "configs", "timing", "release_hint")}
+    keep["engine"] = ENGINE_VERSION
+    return hashlib.sha256(json.dumps(keep, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def read_checkpoint(path: str, expected: str) -> dict:
+    """Finished (kernel, M) results and known compile failures of an earlier run of the same job."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            data = json.load(handle)
+    except (OSError, ValueError):
+        return {"fingerprint": expected, "done": {}, "compile": {}}
+    if data.get("fingerprint") != expected:
+        return {"fingerprint": expected, "done": {}, "compile": {}}
+    return data
+
+
+def write_json_atomically(path: str, data: dict) -> None:
+    tmp = f"{path}.tmp.{os.getpid()}"
+    with open(tmp, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1, sort_keys=True)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)
+
+
+def sglang_file(picks: dict[int, str], configs: dict[str, dict]) -> dict[str, dict]:
+    """The JSON SGLang reads: batch size -> config, in batch-size order (as the tuner's save_configs)."""
+    return {str(m): configs[picks[m]] for m in sorted(picks)}
+
+
+def validate_job(job: dict) -> dict:
+    """The job with defaults filled in; JobError naming the field otherwise."""
+    for field in ("shape", "batch_sizes", "configs", "work_dir", "output"):
+        if field not in job:
+            raise JobError(f"job.{field}: missing")
+    shape = job["shape"]
+    for field in ("E", "N", "hidden", "topk"):
+        if not isinstance(shape.get(field), int) or shape[field] < 1:
+            raise JobError(f"job.shape.{field}: must be a positive integer, got {shape.get(field)!r}")
+    if shape.get("dtype", "bf16") not in ("bf16", "fp16"):
+        raise JobError(f"job.shape.dtype: the engine tunes bf16 and fp16 kernels; {shape['dtype']!r} is tuned by "
+                       "engine: sglang")
+    kernels = job.get("kernels", list(KERNELS))
+    if not kernels or set(kernels) - set(KERNELS) or kernels[0] != "up":
+        raise JobError(f"job.kernels: must be ['up'] or ['up', 'down'], got {kernels!r}")
+    sizes = job["batch_sizes"]
+    if not sizes or not all(isinstance(m, int) and m > 0 for m in sizes):
+        raise JobError(f"job.batch_sizes: must be positive integers, got {sizes!r}")
+    if not job["configs"]:
+        raise JobError("job.configs: the search space is empty")
+    timing = {**DEFAULT_TIMING, **job.get("timing", {})}
+    return {**job, "kernels": kernels, "batch_sizes": sorted(set(sizes)), "timing": timing,
+            "gpus": job.get("gpus") or [0], "compile_workers": max(1, int(job.get("compile_workers") or 1)),
+            "deadline_s": float(job.get("deadline_s") or 24 * 3600)}
+
+
+def emit(event: str, **fields) -> None:
+    """One progress line for the module (stdout is the engine's channel to it)."""
+    sys.stdout.write(json.dumps({"event": event, "t": round(time.time(), 3), **fields}) + "\n")
+    sys.stdout.flush()
+
+
+# ---------------------------------------------------------------------------------------------
+# The release's kernels on a GPU: compile, time, check
+# ---------------------------------------------------------------------------------------------
+
+
+def _import_first(names):
+    import importlib
+    errors = []
+    for name in names:
+        try:
+            return importlib.import_module(name)
+        except ImportError as exc:
+            errors.append(f"{name}: {exc}")
+    raise ImportError("; ".join(errors))
+
+
+class Release:
+    """The installed SGLang's kernel, launch path, default config and file names (imported, never copied)."""
+
+    def __init__(self, job: dict) -> None:
+        import inspect
+
+        import torch
+        import triton
+
+        self.torch, self.triton = torch, triton
+        self._publish_server_args(job)
+        self.kernels = _import_first(KERNEL_MODULES)
+        self.config = _import_first(CONFIG_MODULES)
+        self.invoke = self.kernels.invoke_fused_moe_kernel
+        self.kernel = self.kernels.fused_moe_kernel
+        self.invoke_params = inspect.signature(self.invoke).parameters
+        self.align, self.align_source = self._align()
+        self.kernel_source_sha256 = hashlib.sha256(inspect.getsource(self.kernels).encode()).hexdigest()
+
+    @staticmethod
+    def _publish_server_args(job: dict) -> None:
+        """SGLang's config lookup reads the runtime context a server publishes; publish one as the tuner does
+        (sglang benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py BenchmarkWorker.__init__)."""
+        try:
+            from sglang.srt.server_args import ServerArgs, set_global_server_args_for_scheduler
+        except ImportError:
+            return
+        model = job.get("model_path")
+        if model:
+            set_global_server_args_for_scheduler(ServerArgs(model_path=model, tp_size=1))
+
+    def _align(self):
+        """The release's moe_align_block_size where its CUDA op is installed (sgl_kernel), else a torch sort with
+        the same buffer sizes (the sort's output is the kernel's input, not part of the timed kernel)."""
+        try:
+            module = _import_first(ALIGN_MODULES)
+            align = module.moe_align_block_size
+            probe = self.torch.randint(0, 4, (2, 2), dtype=self.torch.int32, device="cuda")
+            align(probe, 16, 4)
+            return align, "sglang"
+        except Exception:  # noqa: BLE001 - any failure of the native op means: use the stand-in
+            return torch_align_block_size, "torch"
+
+    def default_config(self, m: int, shape: dict, kernel: str) -> dict:
+        e, n, hidden, topk = shape["E"], shape["N"], shape["hidden"], shape["topk"]
+        # get_default_config(M, E, N, K, topk, dtype, is_marlin, block_shape): N is w2's last dim (the config-file N)
+        # and K w1's last (hidden) in fused_experts' call (sglang 0.5.23 try_get_optimal_moe_config).
+        return full_config(self.config.get_default_config(m, e, n, hidden, topk, None, False, None))
+
+    def file_name(self, shape: dict, kernel: str) -> str:
+        import inspect
+        params = inspect.signature(self.config.get_config_file_name).parameters
+        kwargs = {"down_moe": True} if kernel == "down" and "down_moe" in params else {}
+        if kernel == "down" and not kwargs:
+            raise JobError("job.kernels: this SGLang release reads no separate down config file")
+        return self.config.get_config_file_name(shape["E"], shape["N"], None, None, **kwargs)
+
+    def launch(self, problem, m: int, config: dict, routing: int, weights: int, out=None, inputs=None):
+        """One launch through the release's invoke_fused_moe_kernel, with the arguments fused_experts passes;
+        ``out`` and ``inputs`` replace the problem's output and (A, B) tensors."""
+        args = problem.launch_args(m, config, routing, weights, self.align)
+        if out is not None:
+            args["C"] = out
+        if inputs is not None:
+            args["A"], args["B"] = inputs
+        values = {**args, "config": dict(config), "compute_type": problem.compute_type,
+                  "use_fp8_w8a8": False, "use_int8_w8a8": False, "use_int8_w8a16": False,
+                  "use_int4_w4a16": False, "per_channel_quant": False, "block_shape": None,
+                  "bias": None, "A_scale": None, "B_scale": None, "B_zp": None}
+        missing = [name for name, p in self.invoke_params.items()
+                   if p.default is p.empty and name not in values]
+        if missing:
+            raise JobError(f"this SGLang release's invoke_fused_moe_kernel wants {missing}; engine: sglang tunes it")
+        self.invoke(**{name: value for name, value in values.items() if name in self.invoke_params})
+        return args["C"]
+
+
+def torch_align_block_size(topk_ids, block_size: int, num_experts: int):
+    """moe_align_block_size's outputs in torch: token slots sorted by expert, each expert padded to block_size;
+    the padded length follows sglang 0.5.23 moe_align_block_size.py (max_num_tokens_padded, rounded to 4)."""
+    import torch
+
+    numel = topk_ids.numel()
+    padded = numel * block_size if numel < num_experts + 1 else numel + (num_experts + 1) * (block_size - 1)
+    padded = (padded + 3) // 4 * 4
+    flat = topk_ids.flatten().long()
+    counts = torch.bincount(flat, minlength=num_experts)
+    blocks = (counts + block_size - 1) // block_size
+    order = torch.argsort(flat, stable=True)
+    sorted_ids = torch.full((padded,), numel, dtype=torch.int32, device=topk_ids.device)
+    expert_ids = torch.full(((padded + block_size - 1) // block_size,), -1, dtype=torch.int32,
+                            device=topk_ids.device)
+    starts = torch.cumsum(blocks, 0) - blocks
+    token_starts = torch.cumsum(counts, 0) - counts
+    slot_of_sorted = (starts * block_size).repeat_interleave(counts) + (
+        torch.arange(numel, device=topk_ids.device) - token_starts.repeat_interleave(counts))
+    sorted_ids[slot_of_sorted] = order.to(torch.int32)
+    expert_ids[:int(blocks.sum())] = torch.arange(num_experts, device=topk_ids.device,
+                                                 dtype=torch.int32).repeat_interleave(blocks)
+    total = torch.tensor([int(blocks.sum()) * block_size], dtype=torch.int32, device=topk_ids.device)
+    return sorted_ids, expert_ids, total
+
+
+class Problem:
+    """The tensors of one kernel (up: hidden x w13 -> [M*topk, 2N]; down: [M*topk, N] x w2 -> [M, topk, hidden])
+    at every batch size, with ``launches`` routings per M and enough weight copies to keep weights out of L2."""
+
+    def __init__(self, torch, shape: dict, kernel: str, sizes: list[int], launches: int, l2_bytes: int,
+                 seed: int = 0, data: bool = True) -> None:
+        self.torch, self.kernel, self.topk, self.e = torch, kernel, shape["topk"], shape["E"]
+        self.dtype = torch.bfloat16 if shape.get("dtype", "bf16") == "bf16" else torch.float16
+        import triton.language as tl
+        self.compute_type = tl.bfloat16 if self.dtype == torch.bfloat16 else tl.float16
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        n, hidden = shape["N"], shape["hidden"]
+        rows, cols = (2 * n, hidden) if kernel == "up" else (hidden, n)
+        weight_bytes = self.e * rows * cols * 2
+        copies = max(1, min(launches, math.ceil(2 * l2_bytes / weight_bytes)))
+        # Compiling needs the tensors' shapes and alignment only: no data (and one weight copy) for it.
+        copies = copies if data else 1
+        self.weights = [self._tensor((self.e, rows, cols), gen, data, 0.05) for _ in range(copies)]
+        self.in_cols, self.out_cols = cols, rows
+        self.inputs, self.routings, self.outputs, self._aligned = {}, {}, {}, {}
+        for m in sizes:
+            in_rows = m if kernel == "up" else m * self.topk
+            self.inputs[m] = self._tensor((in_rows, cols), gen, data, 1.0)
+            self.routings[m] = [self._route(m, gen) for _ in range(launches)]
+            out_shape = (m * self.topk, rows) if kernel == "up" else (m, self.topk, rows)
+            self.outputs[m] = torch.empty(out_shape, device="cuda", dtype=self.dtype)
+
+    def _tensor(self, shape: tuple, gen, data: bool, scale: float):
+        torch = self.torch
+        if not data:
+            return torch.empty(shape, device="cuda", dtype=self.dtype)
+        return (torch.randn(shape, generator=gen, device="cuda", dtype=torch.float32) * scale).to(self.dtype)
+
+    def _route(self, m: int, gen):
+        """top-k distinct experts per token from random gating (SGLang's tuner: randn gating, softmax top-k)."""
+        torch = self.torch
+        logits = torch.randn(m, self.e, generator=gen, device="cuda")
+        weights, ids = torch.topk(torch.softmax(logits, dim=-1), self.topk, dim=-1)
+        return weights / weights.sum(-1, keepdim=True), ids.to(torch.int32)
+
+    def launch_args(self, m: int, config: dict, routing: int, weights: int, align) -> dict:
+        topk_weights, topk_ids = self.routings[m][routing]
+        key = (m, config["BLOCK_SIZE_M"], routing)
+        if key not in self._aligned:
+            self._aligned[key] = align(topk_ids, config["BLOCK_SIZE_M"], self.e)[:3]
+        sorted_ids, expert_ids, total = self._aligned[key]
+        return {"A": self.inputs[m], "B": self.weights[weights % len(self.weights)], "C": self.outputs[m],
+                "topk_weights": topk_weights, "topk_ids": topk_ids, "sorted_token_ids": sorted_ids,
+                "expert_ids": expert_ids, "num_tokens_post_padded": total,
+                "mul_routed_weight": self.kernel == "down", "top_k": self.topk if self.kernel == "up" else 1}
+
+    def reference(self, m: int, routing: int = 0):
+        """What the kernel must write, in float32, expert by expert."""
+        torch = self.torch
+        topk_weights, topk_ids = self.routings[m][routing]
+        a, w = self.inputs[m].float(), self.weights[0].float()
+        flat = topk_ids.flatten().long()
+        out = torch.zeros(m * self.topk, self.out_cols, device="cuda")
+        for expert in flat.unique().tolist():
+            slots = (flat == expert).nonzero().flatten()
+            rows = slots // self.topk if self.kernel == "up" else slots
+            out[slots] = a[rows] @ w[expert].T
+        if self.kernel == "down":
+            out *= topk_weights.flatten()[:, None]
+        return out
+
+
+class TritonBench:
+    """Compiles and times configs of the release's kernel on one GPU (the engine's real backend)."""
+
+    def __init__(self, job: dict, warmup_only: bool = False) -> None:
+        import torch
+
+        self.job, self.torch = job, torch
+        self.release = Release(job)
+        props = torch.cuda.get_device_properties(0)
+        self.device = {"name": torch.cuda.get_device_name(0), "capability": list(torch.cuda.get_device_capability(0)),
+                       "sm_count": props.multi_processor_count, "l2_bytes": int(getattr(props, "L2_cache_size", 0)),
+                       "smem_per_block_optin": int(getattr(props, "shared_memory_per_block_optin", 0))}
+        self.problems: dict[str, Problem] = {}
+        self.warmup_only = warmup_only
+        self._compiled: list = []
+        if warmup_only:
+            self._patch_warmup()
+
+    def problem(self, kernel: str) -> Problem:
+        if kernel not in self.problems:
+            timing = self.job["timing"]
+            self.problems[kernel] = Problem(self.torch, self.job["shape"], kernel, self.job["batch_sizes"],
+                                            timing["launches"], self.device["l2_bytes"] or 50 << 20,
+                                            data=not self.warmup_only)
+        return self.problems[kernel]
+
+    def _patch_warmup(self) -> None:
+        """Launches through the release's launch path compile without running: Triton's ``warmup=True``."""
+        kernel = self.release.kernel
+        run = kernel.run
+
+        def compile_only(*args, grid, warmup, **kwargs):
+            compiled = run(*args, grid=grid, warmup=True, **kwargs)
+            self._compiled.append(compiled)
+            return compiled
+
+        kernel.run = compile_only
+
+    def compile(self, kernel: str, config: dict) -> dict:
+        """Compile ``config`` for every Triton specialisation the batch sizes need; load it (shared memory and
+        registers are checked at load). A record: status, seconds, variants, registers, spills, shared memory."""
+        start = time.perf_counter()
+        record = {"status": "ok"}
+        problem = self.problem(kernel)
+        self._compiled.clear()
+        try:
+            for m in self.job["batch_sizes"]:
+                self.release.launch(problem, m, config, 0, 0)
+            variants = {id(c): c for c in self._compiled}.values()
+            for compiled in variants:
+                compiled._init_handles()
+            first = next(iter(variants))
+            record.update(variants=len(variants), shared=int(first.metadata.shared),
+                          n_regs=int(first.n_regs), n_spills=int(first.n_spills))
+        except Exception as exc:  # noqa: BLE001 - every compile/load failure skips the config
+            record = {"status": f"compile:{type(exc).__name__}", "error": str(exc)[:300]}
+        record["seconds"] = round(time.perf_counter() - start, 3)
+        return record
+
+    def graph_times(self, kernel: str, m: int, config: dict, reps: int) -> list[float]:
+        """Microseconds per launch: ``reps`` replays of a CUDA graph of ``launches`` launches (routing i, weight
+        copy i), after one eager launch (loads the binary) and one warm-up replay."""
+        torch, problem = self.torch, self.problem(kernel)
+        launches = self.job["timing"]["launches"]
+        self.release.launch(problem, m, config, 0, 0)
+        for routing in range(launches):  # align outside the capture
+            problem.launch_args(m, config, routing, routing, self.release.align)
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        torch.cuda.synchronize()
+        with torch.cuda.stream(stream), torch.cuda.graph(graph, stream=stream):
+            for routing in range(launches):
+                self.release.launch(problem, m, config, routing, routing)
+        graph.replay()
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        for begin, end in events:
+            begin.record()
+            graph.replay()
+            end.record()
+        torch.cuda.synchronize()
+        graph.reset()
+        return [begin.elapsed_time(end) * 1000.0 / launches for begin, end in events]
+
+    def eager_times(self, kernel: str, m: int, config: dict, launches: int) -> list[float]:
+        """Microseconds of ``launches`` eager launches (routing i each), each between two events, after one launch
+        that loads the binary: the screen's cheap timing (a graph's capture costs more than a screen's launches)."""
+        torch, problem = self.torch, self.problem(kernel)
+        self.release.launch(problem, m, config, 0, 0)
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                  for _ in range(launches)]
+        for routing, (begin, end) in enumerate(events):
+            problem.launch_args(m, config, routing, routing, self.release.align)
+            begin.record()
+            self.release.launch(problem, m, config, routing, routing)
+            end.record()
+        torch.cuda.synchronize()
+        return [begin.elapsed_time(end) * 1000.0 for begin, end in events]
+
+    def check(self, kernel: str, m: int, config: dict) -> float:
+        """Relative error of one launch against the float32 reference; NaN-poisoned output, so a row the kernel
+        did not write fails too."""
+        torch, problem = self.torch, self.problem(kernel)
+        out = torch.full_like(problem.outputs[m], float("nan"))
+        self.release.launch(problem, m, config, 0, 0, out=out)
+        torch.cuda.synchronize()
+        ref = problem.reference(m)
+        got = out.float().reshape(ref.shape)
+        error = (got - ref).norm() / ref.norm()
+        return float(error) if torch.isfinite(error) else math.inf
+
+
+def backend(job: dict, warmup_only: bool = False):
+    """The real kernels, or the emulator's where the host runs the SGLang emulator (it says so: sglang._emulator,
+    CI and the demo, where no GPU exists; tests/emulator/README.md)."""
+    try:
+        from sglang._emulator.moe_engine_bench import EmulatedBench
+    except ImportError:
+        return TritonBench(job, warmup_only)
+    return EmulatedBench(job, warmup_only)
+
+
+# ---------------------------------------------------------------------------------------------
+# Worker processes: compile on CPU cores, time on GPUs
+# ---------------------------------------------------------------------------------------------
+
+
+def _worker_environment(job: dict, gpu) -> None:
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(job["work_dir"], "triton-cache")
+    os.environ["CUDA_VISIBLE_DEVICES"] = str(gpu)
+
+
+def compile_worker(job: dict, gpu, tasks, results, wid: int) -> None:
+    """Compile loop of one CPU worker (niced: the timing processes keep their cores)."""
+    _worker_environment(job, gpu)
+    try:
+        os.nice(10)
+        bench = backend(job, warmup_only=True)
+    except Exception as exc:  # noqa: BLE001 - reported, the engine stops
+        results.put(("fatal", wid, f"compile worker could not start: {exc!r}\n{traceback.format_exc()[-1500:]}"))
+        return
+    results.put(("ready", wid, None))
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        kernel, key, config = task
+        results.put(("start", wid, (kernel, key)))
+        results.put(("compiled", wid, (kernel, key, bench.compile(kernel, config))))
+
+
+def timing_worker(job: dict, gpu, tasks, results, wid: int) -> None:
+    """Timing loop of one GPU: screen / refine / check tasks, one at a time."""
+    _worker_environment(job, gpu)
+    try:
+        bench = backend(job)
+    except Exception as exc:  # noqa: BLE001
+        results.put(("fatal", wid, f"timing worker on GPU {gpu} could not start: {exc!r}\n"
+                                   f"{traceback.format_exc()[-1500:]}"))
+        return
+    results.put(("ready", wid, bench.device))
+    while True:
+        task = tasks.get()
+        if task is None:
+            return
+        kind, payload = task
+        results.put(("start", wid, (kind, payload.get("id"))))
+        try:
+            results.put((kind, wid, _run_timing(bench, kind, payload)))
+        except Exception as exc:  # noqa: BLE001 - a config that fails to launch is skipped, not fatal
+            results.put((kind, wid, {**payload, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}))
+            if "CUDA" in str(exc) or "illegal" in str(exc):  # the context is gone: let the engine replace us
+                return
+
+
+def _run_timing(bench, kind: str, payload: dict) -> dict:
+    kernel = payload["kernel"]
+    if kind == "screen":
+        config, launches = payload["config"], payload["launches"]
+        times = {}
+        for m in payload["sizes"]:
+            try:
+                times[m] = median(bench.eager_times(kernel, m, config, launches))
+            except Exception as exc:  # noqa: BLE001
+                return {**payload, "error": f"M={m}: {type(exc).__name__}: {str(exc)[:300]}"}
+        return {**payload, "times": times}
+    if kind == "refine":
+        m, reps, samples = payload["m"], payload["reps"], {key: [] for key in payload["configs"]}
+        for _ in range(payload["rounds"]):  # interleaved: clock drift hits every candidate alike
+            for key, config in payload["configs"].items():
+                samples[key].extend(bench.graph_times(kernel, m, config, reps))
+        return {**payload, "samples": samples}
+    if kind == "check":
+        return {**payload, "rel_error": bench.check(kernel, payload["m"], payload["config"])}
+    raise ValueError(kind)
+
+
+class Pool:
+    """Worker processes (spawn) fed from one queue; a worker that dies is replaced and its task reported lost."""
+
+    def __init__(self, target, job: dict, gpus: list, count: int) -> None:
+        import multiprocessing
+
+        self.ctx = multiprocessing.get_context("spawn")
+        self.target, self.job, self.gpus = target, job, gpus
+        self.tasks, self.results = self.ctx.Queue(), self.ctx.Queue()
+        self.procs, self.current = {}, {}
+        for wid in range(count):
+            self._start(wid)
+
+    def _start(self, wid: int) -> None:
+        gpu = self.gpus[wid % len(self.gpus)]
+        proc = self.ctx.Process(target=self.target, args=(self.job, gpu, self.tasks, self.results, wid), daemon=True)
+        proc.start()
+        self.procs[wid] = proc
+
+    def put(self, task) -> None:
+        self.tasks.put(task)
+
+    def get(self, timeout: float = 1.0):
+        """The next message, or ("lost", wid, task id) for a worker that died mid-task."""
+        try:
+            message = self.results.get(timeout=timeout)
+        except queue.Empty:
+            for wid, proc in list(self.procs.items()):
+                if not proc.is_alive():
+                    lost = self.current.pop(wid, None)
+                    self._start(wid)
+                    if lost is not None:
+                        return ("lost", wid, lost)
+            return None
+        kind, wid, payload = message
+        if kind == "start":
+            self.current[wid] = payload
+        elif kind not in ("ready", "fatal"):
+            self.current.pop(wid, None)
+        return message
+
+    def close(self) -> None:
+        for _ in self.procs:
+            self.tasks.put(None)
+        for proc in self.procs.values():
+            proc.join(timeout=10)
+            if proc.is_alive():
+                proc.kill()
+
+
+# ---------------------------------------------------------------------------------------------
+# The engine
+# ---------------------------------------------------------------------------------------------
+
+
+class Engine:
+    """Compile everything once (CPU pool), screen each compiled config at every M as soon as it is ready (GPU
+    pool), refine the leaders per M, check the winners, write SGLang's files."""
+
+    def __init__(self, job: dict) -> None:
+        self.job = job
+        self.start = time.time()
+        self.deadline = self.start + job["deadline_s"]
+        self.shape, self.sizes = job["shape"], job["batch_sizes"]
+        self.timing = job["timing"]
+        self.checkpoint_path = os.path.join(job["work_dir"], "engine-checkpoint.json")
+        self.checkpoint = read_checkpoint(self.checkpoint_path, fingerprint(job))
+        self.screen: dict[str, dict[str, dict[int, float]]] = {k: {} for k in job["kernels"]}
+        self.final: dict[str, dict[int, dict[str, float]]] = {k: {} for k in job["kernels"]}
+        self.failed: dict[str, dict[str, str]] = {k: {} for k in job["kernels"]}
+        self.resumed = 0
+        self.stats = {"compiles": 0, "compile_seconds": 0.0, "variants": 0, "measurements": 0, "lost": 0}
+
+    def run(self) -> dict:
+        os.makedirs(self.job["work_dir"], exist_ok=True)
+        # Every process starts at once (each imports torch and the release: seconds) while this one asks the
+        # release for its defaults and file names.
+        self.timers = Pool(timing_worker, self.job, self.job["gpus"], len(self.job["gpus"]))
+        self.compilers = Pool(compile_worker, self.job, self.job["gpus"][:1], self.job["compile_workers"])
+        try:
+            main_bench = _MainSide(self.job)
+            self.device = self._wait_ready(self.timers, len(self.job["gpus"]))
+            emit("ready", device=self.device["name"], gpus=len(self.job["gpus"]))
+            self.candidates = {k: candidates(self.job["configs"], main_bench.defaults(k)) for k in self.job["kernels"]}
+            self.defaults = {k: {m: main_bench.default_key(m, k) for m in self.sizes} for k in self.job["kernels"]}
+            todo = self._todo_sizes()
+            self.resumed = len(self.sizes) - len(todo)
+            if todo:
+                self._compile_and_screen(todo)
+                self._refine(todo)
+            return self._result(main_bench)
+        finally:
+            self.compilers.close()
+            self.timers.close()
+
+    def _todo_sizes(self) -> list[int]:
+        done = self.checkpoint["done"]
+        return [m for m in self.sizes if str(m) not in done]
+
+    def _wait_ready(self, pool: Pool, count: int):
+        facts, ready = None, 0
+        while ready < count:
+            self._check_deadline()
+            message = pool.get()
+            if message is None:
+                continue
+            kind, _, payload = message
+            if kind == "fatal":
+                raise RuntimeError(payload)
+            if kind == "ready":
+                ready += 1
+                facts = facts or payload
+        return facts
+
+    def _check_deadline(self) -> None:
+        if time.time() > self.deadline:
+            raise TimeoutError(f"deadline of {self.job['deadline_s']:.0f}s reached")
+
+    def _compile_and_screen(self, todo: list[int]) -> None:
+        known = self.checkpoint.setdefault("compile", {})
+        pending_compile = 0
+        for kernel in self.job["kernels"]:
+            for key, config in self.candidates[kernel].items():
+                status = known.get(f"{kernel}/{key}")
+                if status and status != "ok":
+                    self.failed[kernel][key] = status
+                    continue
+                self.compilers.put((kernel, key, config))
+                pending_compile += 1
+        pending_screen = 0
+        emit("compile", total=pending_compile, workers=self.job["compile_workers"])
+        done_compiles = 0
+        while pending_compile or pending_screen:
+            self._check_deadline()
+            for pool in (self.compilers, self.timers):
+                message = pool.get(timeout=0.05)
+                if message is None:
+                    continue
+                kind, _, payload = message
+                if kind == "fatal":
+                    raise RuntimeError(payload)
+                if kind == "compiled":
+                    pending_compile -= 1
+                    done_compiles += 1
+                    pending_screen += self._compiled(payload, todo)
+                    if done_compiles % 100 == 0 or not pending_compile:
+                        emit("compile", done=done_compiles, pending=pending_compile)
+                elif kind == "screen":
+                    pending_screen -= 1
+                    self._screened(payload)
+                elif kind == "lost":  # the process died on this task: the config is skipped, never retried
+                    self.stats["lost"] += 1
+                    if pool is self.compilers:
+                        pending_compile -= 1
+                        kernel, key = payload
+                        self.failed[kernel][key] = known[f"{kernel}/{key}"] = "compile:crashed"
+                    else:
+                        pending_screen -= 1
+                        kernel, key = payload[1].split("/")
+                        self.failed[kernel][key] = "launch:crashed"
+        self._save_checkpoint()
+
+    def _compiled(self, payload, todo: list[int]) -> int:
+        kernel, key, record = payload
+        self.checkpoint["compile"][f"{kernel}/{key}"] = record["status"]
+        self.stats["compiles"] += 1
+        self.stats["compile_seconds"] += record.get("seconds", 0.0)
+        if record["status"] != "ok":
+            self.failed[kernel][key] = record["status"]
+            return 0
+        self.stats["variants"] += record.get("variants", 1)
+        config = self.candidates[kernel][key]
+        self.timers.put(("screen", {"id": f"{kernel}/{key}", "kernel": kernel, "key": key, "config": config,
+                                    "sizes": todo, "launches": self.timing["screen_launches"]}))
+        return 1
+
+    def _screened(self, payload: dict) -> None:
+        kernel, key = payload["kernel"], payload["key"]
+        if "error" in payload:
+            self.failed[kernel][key] = "launch:" + payload["error"][:80]
+            return
+        self.stats["measurements"] += len(payload["times"])
+        self.screen[kernel][key] = {int(m): t for m, t in payload["times"].items()}
+
+    def _refine(self, todo: list[int]) -> None:
+        """Per (kernel, M): the leaders of the screen get ``refine_reps`` more replays on one GPU; the fastest
+        ``final_top`` and the best of every BLOCK_SIZE_M then run ``final_reps`` interleaved on one GPU, and those
+        samples alone decide. Each M's pick is checked against the reference and checkpointed."""
+        tasks = 0
+        for kernel in self.job["kernels"]:
+            for m in todo:
+                times = {key: by_m[m] for key, by_m in self.screen[kernel].items() if m in by_m}
+                keys = refine_set(times, self.timing["refine_share"], self.timing["refine_min"])
+                if self.defaults[kernel][m] in times:
+                    keys.append(self.defaults[kernel][m])
+                self._put_refine(kernel, m, keys, rounds=1, final=False)
+                tasks += 1
+        emit("refine", tasks=tasks)
+        self._drain("refine", tasks, self._refined)
+        self._pick_and_check(todo)
+
+    def _put_refine(self, kernel: str, m: int, keys: list[str], rounds: int, final: bool) -> None:
+        configs = {key: self.candidates[kernel][key] for key in dict.fromkeys(keys)}
+        self.timers.put(("refine", {"id": f"{kernel}/{m}/{'final' if final else 'refine'}", "kernel": kernel,
+                                    "m": m, "configs": configs, "reps": self.timing["refine_reps"],
+                                    "rounds": rounds, "final": final}))
+
+    def _drain(self, kind: str, pending: int, handle) -> None:
+        """Wait for ``pending`` results of ``kind`` and for the follow-up tasks their handler queues."""
+        while pending:
+            self._check_deadline()
+            message = self.timers.get()
+            if message is None:
+                continue
+            got, _, payload = message
+            if got == "fatal":
+                raise RuntimeError(payload)
+            if got == "lost":
+                raise RuntimeError(f"a timing process died during {kind} {payload}")
+            if got == kind:
+                if "error" in payload:
+                    raise RuntimeError(f"{kind} {payload['id']} failed: {payload['error']}")
+                pending += handle(payload) - 1
+
+    def _refined(self, payload: dict) -> int:
+        kernel, m, samples = payload["kernel"], payload["m"], payload["samples"]
+        self.stats["measurements"] += len(samples) * payload["rounds"]
+        medians = {key: median(times) for key, times in samples.items()}
+        if payload["final"]:
+            self.final[kernel][m] = medians
+            return 0
+        finalists = sorted(medians, key=medians.get)[:self.timing["final_top"]]
+        finalists += [key for key, _ in best_per_block_m(medians).values()]
+        if self.defaults[kernel][m] in medians:
+            finalists.append(self.defaults[kernel][m])
+        rounds = max(1, self.timing["final_reps"] // self.timing["refine_reps"])
+        self._put_refine(kernel, m, finalists, rounds=rounds, final=True)
+        return 1
+
+    def _pick_and_check(self, todo: list[int]) -> None:
+        kernels = self.job["kernels"]
+        checks = 0
+        for m in todo:
+            times = {k: self.final[k][m] for k in kernels}
+            pick = joint_pick(times["up"], times.get("down"))
+            self.checkpoint["done"][str(m)] = {
+                "pick": pick, "timed": {k: len(self.screen[k]) for k in kernels},
+                "default": {k: self.defaults[k][m] for k in kernels},
+                "default_us": {k: times[k].get(self.defaults[k][m]) for k in kernels}}
+            for kernel in kernels:
+                key = pick[kernel]
+                self.timers.put(("check", {"id": f"{kernel}/{m}/check", "kernel": kernel, "m": m, "key": key,
+                                           "config": self.candidates[kernel][key]}))
+                checks += 1
+        self._drain("check", checks, self._checked)
+        self._save_checkpoint()
+
+    def _checked(self, payload: dict) -> int:
+        error, limit = payload["rel_error"], 2e-2
+        entry = self.checkpoint["done"][str(payload["m"])]
+        entry.setdefault("rel_error", {})[payload["kernel"]] = error
+        if not error <= limit:
+            raise RuntimeError(f"{payload['kernel']} M={payload['m']}: the pick {payload['key']} computes a wrong "
+                               f"result (relative error {error:.2e} > {limit:.0e} against the float32 reference)")
+        return 0
+
+    def _save_checkpoint(self) -> None:
+        write_json_atomically(self.checkpoint_path, self.checkpoint)
+
+    def _result(self, main_bench) -> dict:
+        done = self.checkpoint["done"]
+        kernels = self.job["kernels"]
+        configs = {k: {**self.candidates[k]} for k in kernels}
+        files = {}
+        for kernel in kernels:
+            picks = {m: done[str(m)]["pick"][kernel] for m in self.sizes}
+            files[kernel] = {"name": main_bench.file_name(kernel), "configs": sglang_file(picks, configs[kernel])}
+        wall = time.time() - self.start
+        per_m = {str(m): done[str(m)] for m in self.sizes}
+        failures: dict[str, int] = {}
+        for kernel in kernels:
+            for status in self.failed[kernel].values():
+                reason = f"{kernel} {status.split(' ')[0][:60]}"
+                failures[reason] = failures.get(reason, 0) + 1
+        return {"engine_version": ENGINE_VERSION, "device": self.device, "release": main_bench.facts,
+                "shape": self.shape, "kernels": kernels, "batch_sizes": self.sizes, "files": files,
+                "per_m": per_m, "candidates": {k: len(self.candidates[k]) for k in kernels},
+                "failures": failures, "stats": self.stats, "wall_s": round(wall, 1), "gpus": len(self.job["gpus"]),
+                "gpu_minutes": round(wall * len(self.job["gpus"]) / 60, 2), "resumed_batch_sizes": self.resumed}
+
+
+class _MainSide:
+    """What the engine's own process asks the release: default configs, file names, versions."""
+
+    def __init__(self, job: dict) -> None:
+        self.job = job
+        try:
+            from sglang._emulator.moe_engine_bench import EmulatedRelease as release_class
+        except ImportError:
+            release_class = None
+        if release_class is not None:
+            self.release = release_class(job)
+            self.facts = self.release.facts()
+            return
+        os.environ.setdefault("CUDA_VISIBLE_DEVICES", str(job["gpus"][0]))
+        self.release = Release(job)
+        import sglang
+        self.facts = {"sglang": getattr(sglang, "__version__", "?"), "triton": self.release.triton.__version__,
+                      "torch": self.release.torch.__version__, "kernel_module": self.release.kernels.__name__,
+                      "kernel_source_sha256": self.release.kernel_source_sha256, "align": self.release.align_source}
+
+    def defaults(self, kernel: str) -> list[dict]:
+        return [self.release.default_config(m, self.job["shape"], kernel) for m in self.job["batch_sizes"]]
+
+    def default_key(self, m: int, kernel: str) -> str:
+        return config_key(self.release.default_config(m, self.job["shape"], kernel))
+
+    def file_name(self, kernel: str) -> str:
+        return self.release.file_name(self.job["shape"], kernel)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        sys.stderr.write("usage: moe_engine.py JOB.json\n")
+        return EXIT_BAD_JOB
+    try:
+        with open(argv[1], encoding="utf-8") as handle:
+            job = validate_job(json.load(handle))
+    except (OSError, ValueError) as exc:
+        emit("failed", error=str(exc))
+        return EXIT_BAD_JOB
+    try:
+        result = Engine(job).run()
+    except TimeoutError as exc:
+        emit("deadline", error=str(exc))
+        return EXIT_DEADLINE
+    except JobError as exc:
+        emit("failed", error=str(exc))
+        return EXIT_BAD_JOB
+    except Exception as exc:  # noqa: BLE001 - the module reports it with the log tail
+        emit("failed", error=f"{type(exc).__name__}: {exc}", trace=traceback.format_exc()[-3000:])
+        return 1
+    write_json_atomically(job["output"], result)
+    emit("done", output=job["output"], wall_s=result["wall_s"], gpu_minutes=result["gpu_minutes"])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
