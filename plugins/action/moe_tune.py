@@ -42,7 +42,7 @@ class ActionModule(ActionBase):
 
     def _tune(self, args: dict, task_vars: dict, plan: dict, started: float, deadline: float) -> dict:
         host = task_vars.get("inventory_hostname", "?")
-        progress, tuner_seconds, placements, tuned, process_seconds = [], [], [], 0, 0.0
+        progress, tuner_seconds, placements, tuned, process_seconds, engine = [], [], [], 0, 0.0, None
         for chunk in plan["chunks"]:
             if time.monotonic() >= deadline:
                 return self._failed(f"timeout: {plan['timeout']}s spent with batch sizes "
@@ -60,6 +60,7 @@ class ActionModule(ActionBase):
                 tuner_seconds.append(step["tuner_seconds"])
             if step["placement"] is not None:
                 placements.append(step["placement"])
+            engine = step.get("engine", engine)
             display.display(progress_line(host, plan["kernel"], plan["file_name"], entry))
         finished = self._step(args, task_vars, "finish", plan=plan)
         if finished.get("failed"):
@@ -70,6 +71,7 @@ class ActionModule(ActionBase):
                 "placements": placements,
                 "gpus_used": max((p["gpus_used"] for p in placements if "gpus_used" in p), default=None),
                 "hosts_used": sorted({host for p in placements for host in p.get("hosts_used", [])}),
+                "engine": engine,
                 "duration_s": round(time.monotonic() - started, 1)}
 
     def _step(self, args: dict, task_vars: dict, step: str, **request) -> dict:

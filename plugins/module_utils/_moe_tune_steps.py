@@ -15,7 +15,10 @@ import shutil
 import tempfile
 import time
 
+from ansible_collections.llmops.sglang.plugins.module_utils._moe_engine_steps import (
+    ENGINE_CLI, engine_work_dir, run_engine)
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine import ENGINE_VERSION
 from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu import parse_query_gpu, query_gpu_argv
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_batch_sizes import resolve_batch_sizes
@@ -24,7 +27,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space imp
     PRUNINGS, compute_bound_search_space, operand_bytes, read_search_space_file, search_space_plan)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_shapes import model_moe_shape
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import (
-    expected_down_tuner_output_name, expected_tuner_output_name, tuner_options)
+    engine_shape, expected_down_tuner_output_name, expected_tuner_output_name, tuner_options)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuner_output import (
     parse_tuner_benchmark_output, parse_tuner_tune_output)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
@@ -125,24 +128,22 @@ def _default_chunk_size(params: dict, devices: list[str]) -> int:
 def _plan_step(module) -> dict:
     params = module.params
     probe = probe_sglang(CommandRunner(module), params["python"])
-    tuner_dir = _check_checkout(module, probe["versions"]["sglang"])
-    if params["mode"] == "benchmark" and params["kernel"] == "down":
-        raise ValueError("kernel: benchmark mode times the whole fused MoE with the main tuner; use kernel=up")
-    if params["kernel"] == "down" and not params["gate_up_config"]:
-        raise ValueError("gate_up_config: required for kernel=down; pass the up kernel's output_file")
-    if params["kernel"] == "down" and params["search_space"] != "full":
-        raise ValueError("search_space: tune_down_moe.py screens its own candidates (no --search-space-file); "
-                         "use full for kernel=down")
+    # The engine needs no checkout; benchmark mode times the installed configs with SGLang's own script.
+    uses_tuner = params["engine"] == "sglang" or params["mode"] == "benchmark"
+    tuner_dir = _check_checkout(module, probe["versions"]["sglang"]) if uses_tuner else None
+    _check_kernel_options(params)
     config_bytes, model_config = _read_json_file(os.path.join(params["model_path"], "config.json"), "model_path")
     gpus = _host_gpus(module)
-    file_name = _tuner_file_name(params, model_config, tuner_device_name(gpus, params["environment"]))
+    device_name = tuner_device_name(gpus, params["environment"])
+    file_name = _tuner_file_name(params, model_config, device_name)
     sizes = resolve_batch_sizes(params["batch_sizes"], params["max_running_requests"],
                                 params["speculative_num_draft_tokens"], params["chunked_prefill_size"])
     cli = read_tuner_cli(CommandRunner(module).bound(environ=tuner_environment({}, params["environment"])),
-                         params["python"], tuner_dir, DOWN_TUNER if params["kernel"] == "down" else MAIN_TUNER)
-    plan = {"mode": params["mode"], "kernel": params["kernel"], "file_name": file_name, "tuner_dir": tuner_dir,
-            "batch_sizes": sizes["batch_sizes"], "batch_sizes_reason": sizes["reason"], "timeout": params["timeout"],
-            "tuner_cli": cli, "notes": []}
+                         params["python"], tuner_dir,
+                         DOWN_TUNER if params["kernel"] == "down" else MAIN_TUNER) if uses_tuner else ENGINE_CLI
+    plan = {"mode": params["mode"], "kernel": params["kernel"], "engine": params["engine"], "file_name": file_name,
+            "tuner_dir": tuner_dir, "batch_sizes": sizes["batch_sizes"], "batch_sizes_reason": sizes["reason"],
+            "timeout": params["timeout"], "tuner_cli": cli, "notes": []}
     if cli["batch_sizes_per_run"] == "default":
         raise ValueError(f"{cli['script']} of this SGLang takes no batch sizes (no --batch-sizes, no --batch-size)")
     if params["mode"] == "tune":
@@ -153,8 +154,34 @@ def _plan_step(module) -> dict:
             plan["chunk_size"] = 1
             plan["notes"].append(f"{cli['script']} of this SGLang takes one --batch-size per run (no --batch-sizes): "
                                  f"{len(sizes['batch_sizes'])} runs of one batch size each, one GPU busy per run")
+        if params["engine"] == "llmops":
+            plan.update(_engine_plan(params, model_config, device_name, plan["devices"], len(sizes["batch_sizes"])))
         plan.update(_tune_plan(module, plan, config_bytes, model_config, probe["versions"]["sglang"]))
     return {"changed": False, "plan": plan}
+
+
+def _check_kernel_options(params: dict) -> None:
+    if params["mode"] == "benchmark" and params["kernel"] == "down":
+        raise ValueError("kernel: benchmark mode times the whole fused MoE with the main tuner; use kernel=up")
+    if params["engine"] == "llmops":  # the engine tunes both GEMMs in one run: no up config in, any space
+        return
+    if params["kernel"] == "down" and not params["gate_up_config"]:
+        raise ValueError("gate_up_config: required for kernel=down; pass the up kernel's output_file")
+    if params["kernel"] == "down" and params["search_space"] != "full":
+        raise ValueError("search_space: tune_down_moe.py screens its own candidates (no --search-space-file); "
+                         "use full for kernel=down")
+
+
+def _engine_plan(params: dict, model_config: dict, device_name: str, devices: list[str], size_count: int) -> dict:
+    """The engine's shape, work dir and workers: one run tunes every batch size, up and down together (one
+    chunk), in the work dir of the target's up file, which both kernels' tasks share."""
+    up_name = expected_tuner_output_name(model_config, params["tp_size"], params["ep_size"], device_name,
+                                         params["tuner_args"])
+    cores = os.cpu_count() or 2
+    return {"engine_shape": engine_shape(model_config, params["tp_size"], params["ep_size"], params["tuner_args"]),
+            "engine_kernels": "auto", "engine_work_dir": engine_work_dir(params["work_dir"], up_name),
+            "compile_workers": params["compile_workers"] or max(1, cores - max(1, len(devices))),
+            "chunk_size": size_count}
 
 
 def _tune_plan(module, plan: dict, config_bytes: bytes, model_config: dict, sglang_version: str) -> dict:
@@ -165,13 +192,14 @@ def _tune_plan(module, plan: dict, config_bytes: bytes, model_config: dict, sgla
     if summary.get("applied") is False:
         plan["notes"].append(summary["reason"])
     gate_up_sha = None
-    if params["kernel"] == "down":
+    if params["kernel"] == "down" and params["engine"] == "sglang":
         gate_up_bytes, gate_up = _read_json_file(params["gate_up_config"], "gate_up_config")
         errors = validate_config(gate_up, kernel="up")
         if errors:
             raise ValueError(f"gate_up_config: {params['gate_up_config']} is not a valid up config: {'; '.join(errors)}")
         gate_up_sha = sha256_of(gate_up_bytes)
     inputs = {"file_name": plan["file_name"], "kernel": plan["kernel"], "tuner_args": params["tuner_args"],
+              "engine": params["engine"], "engine_version": ENGINE_VERSION if params["engine"] == "llmops" else None,
               "tp_size": params["tp_size"], "ep_size": params["ep_size"], "sglang_version": sglang_version,
               "model_config_sha256": sha256_of(config_bytes), "gate_up_sha256": gate_up_sha,
               "search_space": summary["mode"],
@@ -230,6 +258,8 @@ def _chunk_invocation(params: dict, plan: dict, sizes: list[int], device: str | 
 
 def _chunk_step(module, request: dict, work: Work) -> dict:
     params, plan, chunk = module.params, request["plan"], request["chunk"]
+    if plan["engine"] == "llmops":
+        return run_engine(module, plan, chunk, request["timeout"], on_start=work.add_process_group)
     env, drivers = tuner_environment(dict(os.environ), params["environment"]), []
     shares = _chunk_shares(plan, chunk)
     invocations = [_chunk_invocation(params, plan, sizes, device, env) for sizes, device in shares]

@@ -184,9 +184,9 @@ def validate_job(job: dict) -> dict:
     if shape.get("dtype", "bf16") not in ("bf16", "fp16"):
         raise JobError(f"job.shape.dtype: the engine tunes bf16 and fp16 kernels; {shape['dtype']!r} is tuned by "
                        "engine: sglang")
-    kernels = job.get("kernels", list(KERNELS))
-    if not kernels or set(kernels) - set(KERNELS) or kernels[0] != "up":
-        raise JobError(f"job.kernels: must be ['up'] or ['up', 'down'], got {kernels!r}")
+    kernels = job.get("kernels", "auto")
+    if kernels != "auto" and (not kernels or set(kernels) - set(KERNELS) or kernels[0] != "up"):
+        raise JobError(f"job.kernels: must be 'auto', ['up'] or ['up', 'down'], got {kernels!r}")
     sizes = job["batch_sizes"]
     if not sizes or not all(isinstance(m, int) and m > 0 for m in sizes):
         raise JobError(f"job.batch_sizes: must be positive integers, got {sizes!r}")
@@ -237,7 +237,8 @@ class Release:
         self.kernel = self.kernels.fused_moe_kernel
         self.invoke_params = inspect.signature(self.invoke).parameters
         self.align, self.align_source = self._align()
-        self.kernel_source_sha256 = hashlib.sha256(inspect.getsource(self.kernels).encode()).hexdigest()
+        with open(self.kernels.__file__, "rb") as handle:  # what makes a tuned config valid, with GPU and Triton
+            self.kernel_source_sha256 = hashlib.sha256(handle.read()).hexdigest()
 
     @staticmethod
     def _publish_server_args(job: dict) -> None:
@@ -653,9 +654,9 @@ class Engine:
         self.timing = job["timing"]
         self.checkpoint_path = os.path.join(job["work_dir"], "engine-checkpoint.json")
         self.checkpoint = read_checkpoint(self.checkpoint_path, fingerprint(job))
-        self.screen: dict[str, dict[str, dict[int, float]]] = {k: {} for k in job["kernels"]}
-        self.final: dict[str, dict[int, dict[str, float]]] = {k: {} for k in job["kernels"]}
-        self.failed: dict[str, dict[str, str]] = {k: {} for k in job["kernels"]}
+        self.screen: dict[str, dict[str, dict[int, float]]] = {k: {} for k in KERNELS}
+        self.final: dict[str, dict[int, dict[str, float]]] = {k: {} for k in KERNELS}
+        self.failed: dict[str, dict[str, str]] = {k: {} for k in KERNELS}
         self.resumed = 0
         self.stats = {"compiles": 0, "compile_seconds": 0.0, "variants": 0, "measurements": 0, "lost": 0}
 
@@ -667,6 +668,7 @@ class Engine:
         self.compilers = Pool(compile_worker, self.job, self.job["gpus"][:1], self.job["compile_workers"])
         try:
             main_bench = _MainSide(self.job)
+            self.job = {**self.job, "kernels": main_bench.kernels(self.job["kernels"])}
             self.device = self._wait_ready(self.timers, len(self.job["gpus"]))
             emit("ready", device=self.device["name"], gpus=len(self.job["gpus"]))
             self.candidates = {k: candidates(self.job["configs"], main_bench.defaults(k)) for k in self.job["kernels"]}
@@ -896,6 +898,16 @@ class _MainSide:
         self.facts = {"sglang": getattr(sglang, "__version__", "?"), "triton": self.release.triton.__version__,
                       "torch": self.release.torch.__version__, "kernel_module": self.release.kernels.__name__,
                       "kernel_source_sha256": self.release.kernel_source_sha256, "align": self.release.align_source}
+
+    def kernels(self, requested) -> list[str]:
+        """``auto``: up, and down where this release reads a separate down file (it shares up's BLOCK_SIZE_M)."""
+        if requested != "auto":
+            return list(requested)
+        try:
+            self.file_name("down")
+        except JobError:
+            return ["up"]
+        return ["up", "down"]
 
     def defaults(self, kernel: str) -> list[dict]:
         return [self.release.default_config(m, self.job["shape"], kernel) for m in self.job["batch_sizes"]]

@@ -158,6 +158,25 @@ def expected_down_tuner_output_name(
     return config_file_name(experts, n, device_name, dtype, shape["block_shape"], down=True)
 
 
+# Checkpoint dtypes whose 16-bit kernels llmops.sglang's engine tunes (moe_engine.py's job.shape.dtype).
+_ENGINE_DTYPES = {"bfloat16": "bf16", "float16": "fp16"}
+
+
+def engine_shape(model_config: dict, tp_size: int, ep_size: int, tuner_args: list[str]) -> dict[str, Any]:
+    """The MoE shape the engine tunes (``moe_engine.py`` job.shape: E, N, hidden, topk, dtype) for the same
+    selector arguments as the tuner; with fused shared experts the extra expert is one more of top-k, as in
+    SGLang's tuner. ValueError for what only ``engine: sglang`` tunes (quantised kernels)."""
+    options = tuner_options(tuner_args)
+    shape, experts, n = _tuner_shape(model_config, tp_size, ep_size, options)
+    dtype = _ENGINE_DTYPES.get(shape["dtype"])
+    if options["dtype"] != "auto" or shape["block_shape"] or dtype is None:
+        what = options["dtype"] if options["dtype"] != "auto" else f"{shape['dtype']} {shape['block_shape'] or ''}"
+        raise ValueError(f"engine: llmops tunes the 16-bit (bf16/fp16) kernels; this target is {what.strip()}: "
+                         "set engine: sglang to tune it with SGLang's tuner")
+    fused = experts != shape["num_experts"] // ep_size
+    return {"E": experts, "N": n, "hidden": shape["hidden_size"], "topk": shape["topk"] + int(fused), "dtype": dtype}
+
+
 def _tuner_shape(model_config: dict, tp_size: int, ep_size: int, options: dict) -> tuple[dict, int, int]:
     """(model shape, E, N) as upstream's tuner computes them for these selector options."""
     shape = tuner_moe_shape(model_config)

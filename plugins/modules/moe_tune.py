@@ -6,10 +6,17 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: moe_tune
-short_description: Run SGLang's fused-MoE Triton tuner as a resumable, bounded job with progress
+short_description: Tune SGLang's fused-MoE Triton kernels (llmops' engine or SGLang's tuner) as a resumable, bounded job
 version_added: 1.0.0
 description:
-  - Runs SGLang's tuner from the host's SGLang source checkout with the SGLang venv's python. V(up) uses
+  - O(engine=llmops) runs the collection's tuning engine (C(moe_engine.py), installed in O(work_dir)) with the SGLang
+    venv's python. It tunes the installed release's own C(fused_moe_kernel) through its own launch path (nothing of
+    SGLang is copied). Every candidate is compiled once per Triton specialisation on all CPU cores, screened on every
+    GPU of the host at every batch size, the leaders re-timed in CUDA graphs, the winner checked against a float32
+    reference. One run tunes the up and the down kernel together (SGLang makes the down config use the up config's
+    C(BLOCK_SIZE_M)) and checkpoints every batch size; the task for either kernel takes its file from that run
+    (the second task resumes it). No source checkout is needed. bf16/fp16 kernels only.
+  - O(engine=sglang) runs SGLang's tuner from the host's SGLang source checkout with the SGLang venv's python. V(up) uses
     C(tuning_fused_moe_triton.py --tune) (Ray, one worker per GPU), V(down) uses C(tune_down_moe.py) with the up
     kernel's tuned config.
   - The tuner is driven by what its own C(--help) offers (read once per plan, RV(tuner_cli)). Tuning runs in chunks
@@ -49,10 +56,23 @@ options:
     description: Python interpreter of the SGLang installation (a venv's C(bin/python)); it must have C(ray).
     type: path
     default: /opt/sglang/venv/bin/python
+  engine:
+    description:
+      - V(llmops) the collection's engine (see the description; docs/moe-engine.md); V(sglang) SGLang's own tuner
+        scripts from O(source_dir).
+      - O(mode=benchmark) always runs SGLang's tuner script.
+    type: str
+    choices: [llmops, sglang]
+    default: sglang
+  compile_workers:
+    description:
+      - Processes compiling candidates for O(engine=llmops); default the host's CPU cores less one per tuning GPU.
+    type: int
   source_dir:
-    description: SGLang source checkout holding C(benchmark/kernels/fused_moe_triton/), at the installed SGLang's version.
+    description:
+      - SGLang source checkout holding C(benchmark/kernels/fused_moe_triton/), at the installed SGLang's version.
+      - Required for O(engine=sglang) and O(mode=benchmark).
     type: path
-    required: true
   model_path:
     description: Local model directory (its C(config.json) gives the MoE shape), passed to the tuner as C(--model).
     type: path
@@ -79,7 +99,9 @@ options:
     choices: [up, down]
     default: up
   gate_up_config:
-    description: Path on the host of the tuned up JSON; required for O(kernel=down) (C(--gate-up-config)).
+    description:
+      - Path on the host of the tuned up JSON; required for O(kernel=down) with O(engine=sglang) (C(--gate-up-config)).
+      - Not used by O(engine=llmops), which tunes both kernels together.
     type: path
   mode:
     description: V(tune) produces a config file; V(benchmark) measures the kernel time per batch size (O(kernel=up) only).
@@ -286,6 +308,16 @@ hosts_used:
   returned: mode=tune
   type: list
   elements: str
+engine:
+  description:
+    - The engine's run (O(engine=llmops)) as it concerns this task's kernel; null for O(engine=sglang) or when every
+      batch size was resumed.
+    - C(per_batch_size) has per M the pick (C(config), C(kernel_us)), the release's default config and its time in
+      the same timing (C(default), C(default_us)) and C(speedup); C(failures) counts the configs that failed by
+      reason; C(wall_s), C(gpus) and C(gpu_minutes) what the run cost; C(release) the versions and the hash of the
+      kernel source the configs are valid for.
+  returned: mode=tune
+  type: dict
 duration_s:
   description: Wall time of the task.
   returned: success
@@ -337,7 +369,9 @@ def main() -> None:
     module = AnsibleModule(
         argument_spec=dict(
             python=dict(type="path", default="/opt/sglang/venv/bin/python"),
-            source_dir=dict(type="path", required=True),
+            engine=dict(type="str", choices=["llmops", "sglang"], default="sglang"),
+            compile_workers=dict(type="int"),
+            source_dir=dict(type="path"),
             model_path=dict(type="path", required=True),
             tp_size=dict(type="int", required=True),
             ep_size=dict(type="int", default=1),
@@ -358,6 +392,7 @@ def main() -> None:
             timeout=dict(type="int", default=43200),
             force=dict(type="bool", default=False),
         ),
+        required_if=[("engine", "sglang", ["source_dir"]), ("mode", "benchmark", ["source_dir"])],
         supports_check_mode=True,
     )
     with guarded_work() as work:
