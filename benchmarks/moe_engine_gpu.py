@@ -439,8 +439,8 @@ def main() -> int:
                 return code
         return 0
     loaded = {}
-    for phase in ("engine", "sglang"):
-        path = os.path.join(args.out, f"{name}-{phase}.json")
+    for phase in ("engine", "sglang"):  # earlier calls' phases: kept in the work dir (the out dir is per call)
+        path = os.path.join(args.work, f"{name}-{phase}.json")
         if os.path.exists(path):
             with open(path, encoding="utf-8") as handle:
                 loaded[phase] = json.load(handle)
@@ -458,6 +458,7 @@ def main() -> int:
         result["spec"] = spec
         loaded[phase] = result
         write(args.out, f"{name}-{phase}.json", result)
+        write(args.work, f"{name}-{phase}.json", result)
         print(f"[{name}] {phase}: {time.time() - start:.0f} s", flush=True)
     if "engine" in loaded:
         print(summary(loaded["engine"]["device"]["name"], name, loaded))
