@@ -59,7 +59,7 @@ def load(name: str):
 moe_engine = load("moe_engine")
 DEFAULT_BATCH_SIZES = load("moe_batch_sizes").DEFAULT_BATCH_SIZES
 compute_bound_search_space = load("moe_search_space").compute_bound_search_space
-prefilter_search_space = sys.modules["moe_search_space"].prefilter_search_space
+PRUNINGS = sys.modules["moe_search_space"].PRUNINGS
 ENGINE = os.path.join(MODULE_UTILS, "moe_engine.py")
 RESULTS = os.path.join(HERE, "results", "moe_engine_gpu.json")
 # Model shapes: E, top-k, hidden, moe_intermediate_size, TP (the config file's N is intermediate / TP).
@@ -77,12 +77,13 @@ def engine_shape(spec: dict) -> dict:
             "dtype": "bf16"}
 
 
-SUBSET = {"size": 0, "seed": 0}  # --configs: a seeded random subset of the space (smoke runs)
+SUBSET = {"size": 0, "seed": 0, "space": "pruned"}  # --space, --configs (a seeded random subset: smoke runs)
 
 
 def search_space(smem_limit: int) -> list[dict]:
-    """SGLang's compute-bound space without the configs whose shared memory cannot fit (Triton's own figure)."""
-    space = prefilter_search_space(compute_bound_search_space(), smem_limit, 2, 2)[0]
+    """SGLang's compute-bound space, pruned as moe_tune's search_space option does (``pruned``: SGLang's
+    conservative shared-memory bound and GROUP_SIZE_M 1 or 16; ``prefiltered``: Triton's own bound only)."""
+    space = PRUNINGS[SUBSET["space"]](compute_bound_search_space(), smem_limit, 2, 2)[0]
     if SUBSET["size"]:
         space = random.Random(SUBSET["seed"]).sample(space, SUBSET["size"])
     return space
@@ -258,10 +259,14 @@ def run_sglang(args, name: str, shape: dict, sizes: list[int]) -> dict:
             except Exception:  # noqa: BLE001 - the tuner skips OutOfResources/RuntimeError configs
                 pass
         per_m[str(m)] = (time.time() - start) / len(sample)
-    # The first batch size compiles every config; later ones reuse the process's kernels where the specialisation
-    # matches: every other default batch size is charged the mean of the later measured ones.
+    # Measured at every batch size: the sample's cost scaled to the space. Else the first batch size compiles every
+    # config and later ones reuse the process's kernels where the specialisation matches: every other batch size is
+    # charged the mean of the later measured ones.
     first, *later = [per_m[str(m)] for m in args.sglang_ms]
-    tuner_s = len(space) * (first + (len(sizes) - 1) * statistics.mean(later or [first]))
+    if sorted(args.sglang_ms) == sorted(sizes):
+        tuner_s = len(space) * sum(per_m.values())
+    else:
+        tuner_s = len(space) * (first + (len(sizes) - 1) * statistics.mean(later or [first]))
     os.environ["TRITON_CACHE_DIR"] = os.path.join(args.work, name, "triton-cache")
     picks = {}
     for m in args.server_ms:
@@ -410,18 +415,19 @@ def main() -> int:
     parser.add_argument("--deadline", type=float, default=900)
     parser.add_argument("--final-reps", type=int, default=20)
     parser.add_argument("--sample", type=int, default=32)
-    parser.add_argument("--sglang-ms", type=lambda v: [int(x) for x in v.split(",")], default=[1, 64, 4096])
+    parser.add_argument("--sglang-ms", type=lambda v: [int(x) for x in v.split(",")], default=list(DEFAULT_BATCH_SIZES))
     parser.add_argument("--server-ms", type=lambda v: [int(x) for x in v.split(",")], default=[1, 16])
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--configs", type=int, default=0, help="a random subset of this many configs (0: all)")
+    parser.add_argument("--space", choices=["pruned", "prefiltered"], default="pruned")
     parser.add_argument("--work", default=os.path.join(ROOT, ".cache", "moe-engine-gpu-work"))
     parser.add_argument("--out", default=os.environ.get("OUT", os.path.join(ROOT, ".cache", "moe-engine-gpu")))
     parser.add_argument("--report", help="merge the phase files of this directory into " + RESULTS)
     args = parser.parse_args()
     if args.report:
         return report(args)
-    SUBSET.update(size=args.configs, seed=args.seed)
+    SUBSET.update(size=args.configs, seed=args.seed, space=args.space)
     if args.shape == "custom":
         spec = {"model": "custom", "E": args.experts, "topk": args.topk, "hidden": args.hidden,
                 "intermediate": args.intermediate, "tp": args.tp or 1}
