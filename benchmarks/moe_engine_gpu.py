@@ -419,6 +419,7 @@ def main() -> int:
     parser.add_argument("--server-ms", type=lambda v: [int(x) for x in v.split(",")], default=[1, 16])
     parser.add_argument("--layers", type=int, default=8)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--budget", type=float, default=3600, help="seconds for all phases (the call's limit)")
     parser.add_argument("--configs", type=int, default=0, help="a random subset of this many configs (0: all)")
     parser.add_argument("--space", choices=["pruned", "prefiltered"], default="pruned")
     parser.add_argument("--work", default=os.path.join(ROOT, ".cache", "moe-engine-gpu-work"))
@@ -438,9 +439,14 @@ def main() -> int:
     name, shape = args.shape, engine_shape(spec)
     phases = args.phases.split(",")
     if len(phases) > 1:  # each phase in a fresh process: Triton's in-memory kernel cache must not carry over
+        deadline = time.time() + args.budget
         for phase in phases:
-            code = subprocess.call([sys.executable, os.path.abspath(__file__), *without_phases(sys.argv[1:]),
-                                    f"--phases={phase}"])
+            try:
+                code = subprocess.call([sys.executable, os.path.abspath(__file__), *without_phases(sys.argv[1:]),
+                                        f"--phases={phase}"], timeout=max(1.0, deadline - time.time()))
+            except subprocess.TimeoutExpired:
+                print(f"[{args.shape}] {phase}: stopped at the --budget of {args.budget:.0f} s", flush=True)
+                return 1
             if code:
                 return code
         return 0
