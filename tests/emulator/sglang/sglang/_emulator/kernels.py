@@ -33,6 +33,11 @@ Profile section `tuner:` (all keys optional; unknown keys are rejected):
                          (emulated Triton segfault; benchmark-only runs are unaffected); null = never
   compile_error_configs  how many configs of the tuned search space fail to compile with
                          RuntimeError("PassManager::run failed") (default 0)
+  engine_compile_seconds real CPU seconds llmops.sglang's MoE engine spends compiling one Triton specialisation
+                         of one config on one core (default 0.6, measured on an H100 host with SGLang 0.5.23 and
+                         Triton 3.6.0; moe_engine_bench.py)
+  engine_crash_configs   how many configs of the engine's search space kill the process compiling them (emulated
+                         Triton segfault, exit 139; default 0)
 """
 from __future__ import annotations
 
@@ -58,7 +63,7 @@ ACTIVATION_BYTES = {None: 2, "float32": 4, "fp8_w8a8": 1, "int8_w8a8": 1, "int8_
 # Share of the fused MoE's weights (and fixed latency) in each GEMM: w13 is [E, 2I, H], w2 is [E, H, I].
 GEMM_SHARE = {"up": 2 / 3, "down": 1 / 3}
 COMPILE_ERROR = "PassManager::run failed"
-INTEGER_KEYS = ("crash_at_batch_size", "compile_error_configs")
+INTEGER_KEYS = ("crash_at_batch_size", "compile_error_configs", "engine_crash_configs")
 
 
 class OutOfResources(Exception):
@@ -85,6 +90,8 @@ class TunerSettings:
     crash_at_batch_size: int | None = None
     compile_error_configs: int = 0
     time_scale: float | None = None
+    engine_compile_seconds: float = 0.6
+    engine_crash_configs: int = 0
 
     @classmethod
     def from_profile(cls, profile: Profile) -> TunerSettings:
@@ -124,6 +131,8 @@ class TunerSettings:
             raise ProfileError(f"{source}: 'tuner.time_scale' must be > 0 (or null for the profile's)")
         if self.seconds_per_config < 0 or self.compile_error_configs < 0:
             raise ProfileError(f"{source}: 'tuner.seconds_per_config' and 'tuner.compile_error_configs' must be >= 0")
+        if self.engine_compile_seconds < 0 or self.engine_crash_configs < 0:
+            raise ProfileError(f"{source}: 'tuner.engine_compile_seconds' and 'tuner.engine_crash_configs' must be >= 0")
 
     def margin_at(self, num_tokens: int) -> float:
         """default_margin interpolated linearly in log2(M), constant beyond the first/last anchor."""
@@ -274,12 +283,18 @@ class KernelModel:
         self, problem: MoeProblem, num_tokens: int, up_config: dict[str, Any], down_config: dict[str, Any]
     ) -> float:
         """Modelled time (no launch checks, no wall cost) of the fused MoE with these two GEMM configs."""
-        total = 0.0
-        for gemm, config in (("up", up_config), ("down", down_config)):
-            penalty = self.penalty(problem, num_tokens, gemm, config)
-            total += self.ideal_gemm_time_us(problem, num_tokens, gemm) * (1 + penalty)
+        total = self.gemm_time_us(problem, num_tokens, "up", up_config)
+        total += self.gemm_time_us(problem, num_tokens, "down", down_config)
         key = (num_tokens, config_key(up_config), config_key(down_config))
         return total * (1 + self.settings.jitter * (2 * self._unit_hash("jitter", key) - 1))
+
+    def gemm_time_us(self, problem: MoeProblem, num_tokens: int, gemm: str, config: dict[str, Any]) -> float:
+        """Modelled time of one GEMM (``up`` or ``down``) running ``config``: its ideal time x (1 + penalty)."""
+        return self.ideal_gemm_time_us(problem, num_tokens, gemm) * (1 + self.penalty(problem, num_tokens, gemm, config))
+
+    def spend(self, real_seconds: float) -> None:
+        """Sleep ``real_seconds`` of real-GPU (or real-CPU) time at the tuning time scale."""
+        self._spend(real_seconds)
 
     def ideal_time_us(self, problem: MoeProblem, num_tokens: int) -> float:
         """The fastest time any config reaches (the model's roofline-anchored optimum, no jitter)."""

@@ -1,0 +1,173 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""Unit tests for the pure parts of plugins/module_utils/moe_engine.py (configs, plans, picks, checkpoints, jobs).
+
+The engine as a program (pools, compiles, timing, resume, deadline) runs on the SGLang emulator in
+tests/unit/emulator/test_moe_engine_emulated.py.
+"""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine import (
+    CONFIG_KEYS, JobError, best_per_block_m, candidates, config_key, fingerprint, full_config, joint_pick, median,
+    read_checkpoint, refine_set, sglang_file, validate_job, write_json_atomically)
+
+# SGLang's BF16 default configs (get_default_config, CUDA branch): num_warps/num_stages left to Triton.
+DEFAULT_SMALL = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}
+DEFAULT_LARGE = {"BLOCK_SIZE_M": 64, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 32, "GROUP_SIZE_M": 8}
+SHAPE = {"E": 256, "N": 256, "hidden": 3072, "topk": 8, "dtype": "bf16"}
+
+
+def config(bm: int, bn: int = 64, bk: int = 128, group: int = 1, warps: int = 4, stages: int = 3) -> dict:
+    return {"BLOCK_SIZE_M": bm, "BLOCK_SIZE_N": bn, "BLOCK_SIZE_K": bk, "GROUP_SIZE_M": group, "num_warps": warps,
+            "num_stages": stages}
+
+
+def job(**changes) -> dict:
+    base = {"shape": dict(SHAPE), "kernels": ["up", "down"], "batch_sizes": [1, 64], "configs": [config(16)],
+            "work_dir": "/tmp/engine", "output": "/tmp/engine/result.json"}
+    return {**base, **changes}
+
+
+# --------------------------------------------------------------------------------------------- configs
+
+def test_full_config_makes_tritons_defaults_explicit_and_keeps_launch_keys_only():
+    assert full_config(DEFAULT_SMALL) == {**DEFAULT_SMALL, "num_warps": 4, "num_stages": 3}
+    tuned = {**config(32, warps=8, stages=4), "USE_TMA": True, "kpack": 2}
+    assert full_config(tuned) == config(32, warps=8, stages=4)
+    assert list(full_config(tuned)) == list(CONFIG_KEYS)
+    assert full_config({key: str(value) for key, value in config(16).items()}) == config(16)
+
+
+def test_config_key_names_one_config():
+    assert config_key(DEFAULT_SMALL) == "M16_N32_K64_G1_w4_s3"
+    assert config_key(config(128, 256, 64, 32, 8, 2)) == "M128_N256_K64_G32_w8_s2"
+    assert config_key(DEFAULT_SMALL) == config_key({**DEFAULT_SMALL, "num_warps": 4, "num_stages": 3})
+
+
+def test_candidates_add_the_defaults_outside_the_space_once():
+    space = [config(16, 32, 64), config(64, 128, 128, 16, 8, 4)]
+    found = candidates(space, [DEFAULT_SMALL, DEFAULT_LARGE, DEFAULT_LARGE])
+    # DEFAULT_SMALL with Triton's defaults is config(16, 32, 64): already in the space; DEFAULT_LARGE (K32) is not.
+    assert list(found) == ["M16_N32_K64_G1_w4_s3", "M64_N128_K128_G16_w8_s4", "M64_N64_K32_G8_w4_s3"]
+    assert found["M64_N64_K32_G8_w4_s3"] == full_config(DEFAULT_LARGE)
+    assert all(found[key] == full_config(c) for key, c in zip(found, space))
+
+
+# --------------------------------------------------------------------------------------------- plans and picks
+
+def test_refine_set_keeps_the_leaders_and_the_best_two_of_every_block_size_m():
+    times = {config_key(config(16, bn)): 10.0 + i for i, bn in enumerate((32, 64, 128, 256))}
+    times.update({config_key(config(64, bn)): 20.0 + i for i, bn in enumerate((32, 64, 128, 256))})
+    times[config_key(config(128))] = 40.0
+    times[config_key(config(256))] = math.inf  # failed launches never count
+    times[config_key(config(32))] = None
+    keys = refine_set(times, share=0.1, minimum=1)
+    assert keys == ["M16_N32_K128_G1_w4_s3", "M16_N64_K128_G1_w4_s3", "M64_N32_K128_G1_w4_s3",
+                    "M64_N64_K128_G1_w4_s3", "M128_N64_K128_G1_w4_s3"]
+    # The share (rounded up) or the minimum, whichever keeps more, on top of the per-BLOCK_SIZE_M pairs.
+    assert len(refine_set(times, share=0.5, minimum=1)) == 7
+    assert refine_set(times, share=0.0, minimum=6)[:6] == sorted(
+        (key for key in times if times[key] is not None and math.isfinite(times[key])), key=times.get)[:6]
+
+
+def test_median_and_best_per_block_m():
+    assert median([3.0, 1.0, 2.0]) == 2.0 and median([]) == math.inf
+    best = best_per_block_m({"M16_N32_K64_G1_w4_s3": 5.0, "M16_N64_K64_G1_w4_s3": 4.0, "M32_N64_K64_G1_w4_s3": 6.0,
+                             "M64_N64_K64_G1_w4_s3": math.inf})
+    assert best == {16: ("M16_N64_K64_G1_w4_s3", 4.0), 32: ("M32_N64_K64_G1_w4_s3", 6.0)}
+
+
+def test_joint_pick_takes_the_fastest_up_plus_down_not_the_fastest_up():
+    up = {"M16_N64_K128_G1_w4_s4": 10.0, "M16_N32_K64_G1_w4_s3": 10.5, "M32_N64_K128_G1_w4_s3": 11.0,
+          "M64_N64_K128_G1_w8_s3": 14.0}
+    down = {"M16_N128_K64_G1_w4_s4": 20.0, "M32_N128_K64_G1_w4_s4": 12.0, "M32_N64_K64_G1_w4_s3": 12.5,
+            "M64_N64_K64_G1_w4_s3": 11.5}
+    pick = joint_pick(up, down)
+    # Fastest up: BLOCK_SIZE_M 16 (10 + 20 = 30); fastest down: 64 (14 + 11.5 = 25.5); the pair: 32 (11 + 12 = 23).
+    assert pick == {"up": "M32_N64_K128_G1_w4_s3", "up_us": 11.0, "down": "M32_N128_K64_G1_w4_s4", "down_us": 12.0}
+    assert joint_pick(up, None) == {"up": "M16_N64_K128_G1_w4_s4", "up_us": 10.0}
+
+
+def test_joint_pick_needs_a_block_size_m_both_kernels_ran():
+    with pytest.raises(ValueError, match="no up config ran"):
+        joint_pick({"M16_N64_K128_G1_w4_s4": math.inf}, None)
+    with pytest.raises(ValueError, match="no BLOCK_SIZE_M ran for both"):
+        joint_pick({"M16_N64_K128_G1_w4_s4": 1.0}, {"M32_N64_K128_G1_w4_s4": 1.0})
+
+
+def test_sglang_file_is_in_batch_size_order():
+    configs = {"a": config(16), "b": config(64)}
+    written = sglang_file({512: "b", 1: "a", 64: "b"}, configs)
+    assert list(written) == ["1", "64", "512"] and written["512"] == config(64)
+
+
+# --------------------------------------------------------------------------------------------- checkpoints
+
+def test_fingerprint_follows_what_decides_the_result_only():
+    first = fingerprint(job())
+    assert fingerprint(job()) == first and len(first) == 32
+    assert fingerprint(job(configs=[config(16), config(32)])) != first
+    assert fingerprint(job(shape={**SHAPE, "N": 512})) != first
+    assert fingerprint(job(kernels=["up"])) != first
+    assert fingerprint(job(timing={"launches": 4})) != first
+    # Where and for how long it runs does not matter.
+    assert fingerprint(job(work_dir="/elsewhere", output="/elsewhere/r.json", deadline_s=60, gpus=[0, 1, 2],
+                           compile_workers=64)) == first
+
+
+def test_read_checkpoint_ignores_another_jobs_and_unreadable_files(tmp_path):
+    path = tmp_path / "engine-checkpoint.json"
+    mine = fingerprint(job())
+    empty = {"fingerprint": mine, "done": {}, "compile": {}}
+    assert read_checkpoint(str(path), mine) == empty  # missing
+    data = {"fingerprint": mine, "done": {"1": {"pick": {"up": "M16_N32_K64_G1_w4_s3"}}},
+            "compile": {"up/M16_N32_K64_G1_w4_s3": "ok"}}
+    write_json_atomically(str(path), data)
+    assert read_checkpoint(str(path), mine) == data
+    other = fingerprint(job(configs=[config(32)]))
+    assert read_checkpoint(str(path), other) == {"fingerprint": other, "done": {}, "compile": {}}
+    path.write_text("{not json")
+    assert read_checkpoint(str(path), mine) == empty
+    assert [p.name for p in tmp_path.iterdir()] == ["engine-checkpoint.json"]  # no temp file left behind
+    write_json_atomically(str(path), data)
+    assert json.loads(path.read_text()) == data
+
+
+# --------------------------------------------------------------------------------------------- jobs
+
+def test_validate_job_fills_in_defaults():
+    valid = validate_job(job(batch_sizes=[64, 1, 64]))
+    assert valid["batch_sizes"] == [1, 64]
+    assert valid["gpus"] == [0] and valid["compile_workers"] == 1 and valid["deadline_s"] == 24 * 3600
+    assert valid["timing"]["launches"] == 8 and validate_job(job(timing={"launches": 4}))["timing"]["launches"] == 4
+    assert valid["kernels"] == ["up", "down"]
+
+
+@pytest.mark.parametrize(("changes", "field"), [
+    ({"shape": {**SHAPE, "E": 0}}, "job.shape.E"),
+    ({"shape": {key: value for key, value in SHAPE.items() if key != "E"}}, "job.shape.E"),
+    ({"shape": {**SHAPE, "topk": 2.5}}, "job.shape.topk"),
+    ({"shape": {**SHAPE, "dtype": "fp8_w8a8"}}, "job.shape.dtype"),
+    ({"kernels": ["down"]}, "job.kernels"),
+    ({"kernels": ["up", "gate"]}, "job.kernels"),
+    ({"kernels": []}, "job.kernels"),
+    ({"batch_sizes": []}, "job.batch_sizes"),
+    ({"batch_sizes": [1, 0]}, "job.batch_sizes"),
+    ({"batch_sizes": [1, "64"]}, "job.batch_sizes"),
+    ({"configs": []}, "job.configs"),
+])
+def test_validate_job_errors_name_the_field(changes, field):
+    with pytest.raises(JobError, match=f"^{field.replace('.', '[.]')}: "):
+        validate_job(job(**changes))
+
+
+def test_validate_job_names_a_missing_field():
+    broken = job()
+    del broken["output"]
+    with pytest.raises(JobError, match="^job[.]output: missing"):
+        validate_job(broken)
