@@ -31,7 +31,6 @@ import hashlib
 import json
 import math
 import os
-import queue
 import statistics
 import sys
 import time
@@ -529,16 +528,16 @@ def compile_worker(job: dict, gpu, tasks, results, wid: int) -> None:
         os.nice(10)
         bench = backend(job, warmup_only=True)
     except Exception as exc:  # noqa: BLE001 - reported, the engine stops
-        results.put(("fatal", wid, f"compile worker could not start: {exc!r}\n{traceback.format_exc()[-1500:]}"))
+        results.send(("fatal", wid, f"compile worker could not start: {exc!r}\n{traceback.format_exc()[-1500:]}"))
         return
-    results.put(("ready", wid, None))
+    results.send(("ready", wid, None))
     while True:
         task = tasks.get()
         if task is None:
             return
         kernel, key, config = task
-        results.put(("start", wid, (kernel, key)))
-        results.put(("compiled", wid, (kernel, key, bench.compile(kernel, config))))
+        results.send(("start", wid, (kernel, key)))
+        results.send(("compiled", wid, (kernel, key, bench.compile(kernel, config))))
 
 
 def timing_worker(job: dict, gpu, tasks, results, wid: int) -> None:
@@ -547,20 +546,20 @@ def timing_worker(job: dict, gpu, tasks, results, wid: int) -> None:
     try:
         bench = backend(job)
     except Exception as exc:  # noqa: BLE001
-        results.put(("fatal", wid, f"timing worker on GPU {gpu} could not start: {exc!r}\n"
-                                   f"{traceback.format_exc()[-1500:]}"))
+        results.send(("fatal", wid, f"timing worker on GPU {gpu} could not start: {exc!r}\n"
+                                    f"{traceback.format_exc()[-1500:]}"))
         return
-    results.put(("ready", wid, bench.device))
+    results.send(("ready", wid, bench.device))
     while True:
         task = tasks.get()
         if task is None:
             return
         kind, payload = task
-        results.put(("start", wid, (kind, payload.get("id"))))
+        results.send(("start", wid, (kind, payload.get("id"))))
         try:
-            results.put((kind, wid, _run_timing(bench, kind, payload)))
+            results.send((kind, wid, _run_timing(bench, kind, payload)))
         except Exception as exc:  # noqa: BLE001 - a config that fails to launch is skipped, not fatal
-            results.put((kind, wid, {**payload, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}))
+            results.send((kind, wid, {**payload, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}))
             if "CUDA" in str(exc) or "illegal" in str(exc):  # the context is gone: let the engine replace us
                 return
 
@@ -588,53 +587,83 @@ def _run_timing(bench, kind: str, payload: dict) -> dict:
 
 
 class Pool:
-    """Worker processes (spawn) fed from one queue; a worker that dies is replaced and its task reported lost."""
+    """Worker processes (spawn) fed from one task queue, each answering through its own pipe. A worker's pipe
+    reaching its end means the worker is gone: it is replaced, and the task it had said it started is reported
+    lost (its "start" went through the pipe before the work began, so a crash cannot hide it)."""
 
     def __init__(self, target, job: dict, gpus: list, count: int) -> None:
         import multiprocessing
 
         self.ctx = multiprocessing.get_context("spawn")
         self.target, self.job, self.gpus = target, job, gpus
-        self.tasks, self.results = self.ctx.Queue(), self.ctx.Queue()
-        self.procs, self.current = {}, {}
+        self.tasks = self.ctx.Queue()
+        self.workers, self.current, self.closing = {}, {}, False
         for wid in range(count):
             self._start(wid)
 
     def _start(self, wid: int) -> None:
+        reader, writer = self.ctx.Pipe(duplex=False)
         gpu = self.gpus[wid % len(self.gpus)]
-        proc = self.ctx.Process(target=self.target, args=(self.job, gpu, self.tasks, self.results, wid), daemon=True)
+        proc = self.ctx.Process(target=self.target, args=(self.job, gpu, self.tasks, writer, wid), daemon=True)
         proc.start()
-        self.procs[wid] = proc
+        writer.close()  # the worker holds the only writer: its exit ends the pipe
+        self.workers[wid] = (proc, reader)
 
     def put(self, task) -> None:
         self.tasks.put(task)
 
-    def get(self, timeout: float = 1.0):
-        """The next message, or ("lost", wid, task id) for a worker that died mid-task."""
-        try:
-            message = self.results.get(timeout=timeout)
-        except queue.Empty:
-            for wid, proc in list(self.procs.items()):
-                if not proc.is_alive():
-                    lost = self.current.pop(wid, None)
-                    self._start(wid)
-                    if lost is not None:
-                        return ("lost", wid, lost)
-            return None
-        kind, wid, payload = message
-        if kind == "start":
-            self.current[wid] = payload
-        elif kind not in ("ready", "fatal"):
-            self.current.pop(wid, None)
-        return message
+    def readers(self) -> dict:
+        return {reader: wid for wid, (_, reader) in self.workers.items()}
 
-    def close(self) -> None:
-        for _ in self.procs:
-            self.tasks.put(None)
-        for proc in self.procs.values():
-            proc.join(timeout=10)
+    def receive(self, reader, wid: int) -> list:
+        """The messages waiting in one worker's pipe; ("lost", wid, task) when the worker is gone mid-task."""
+        messages = []
+        try:
+            while reader.poll():
+                messages.append(reader.recv())
+        except (EOFError, OSError):
+            reader.close()
+            self.workers[wid][0].join(timeout=5)
+            lost = self.current.pop(wid, None)
+            if not self.closing:
+                self._start(wid)
+            if lost is not None:
+                messages.append(("lost", wid, lost))
+        for kind, _, payload in messages:
+            if kind == "start":
+                self.current[wid] = payload
+            elif kind not in ("ready", "fatal", "lost"):
+                self.current.pop(wid, None)
+        return messages
+
+    def close(self, abort: bool = False) -> None:
+        """Stop the workers: at once when aborting (a deadline, a failure: queued work is dropped), else after the
+        queued work, waiting at most 10 s for all of them together."""
+        self.closing = True
+        procs = [proc for proc, _ in self.workers.values()]
+        if not abort:
+            for _ in procs:
+                self.tasks.put(None)
+        deadline = time.time() + (0 if abort else 10)
+        for proc in procs:
+            proc.join(timeout=max(0.0, deadline - time.time()))
+        for proc in procs:
             if proc.is_alive():
                 proc.kill()
+                proc.join(timeout=5)
+        self.tasks.cancel_join_thread()
+
+
+def receive(pools: list, timeout: float) -> list:
+    """(pool, message) for every message of any worker of ``pools`` within ``timeout`` seconds (none: [])."""
+    from multiprocessing.connection import wait
+
+    owners = {reader: (pool, wid) for pool in pools for reader, wid in pool.readers().items()}
+    out = []
+    for reader in wait(list(owners), timeout):
+        pool, wid = owners[reader]
+        out.extend((pool, message) for message in pool.receive(reader, wid))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -678,33 +707,40 @@ class Engine:
             if todo:
                 self._compile_and_screen(todo)
                 self._refine(todo)
-            return self._result(main_bench)
-        finally:
-            self.compilers.close()
-            self.timers.close()
+            result = self._result(main_bench)
+        except BaseException:
+            self._save_checkpoint()  # compile results and finished batch sizes survive a deadline or a failure
+            self.compilers.close(abort=True)
+            self.timers.close(abort=True)
+            raise
+        self.compilers.close()
+        self.timers.close()
+        return result
 
     def _todo_sizes(self) -> list[int]:
         done = self.checkpoint["done"]
         return [m for m in self.sizes if str(m) not in done]
 
+    def _messages(self, pools: list, timeout: float = 1.0):
+        """Messages of ``pools`` as they come, until the deadline; a worker that could not start ends the run."""
+        self._check_deadline()
+        for pool, (kind, wid, payload) in receive(pools, timeout):
+            if kind == "fatal":
+                raise RuntimeError(payload)
+            yield pool, kind, payload
+
     def _wait_ready(self, pool: Pool, count: int):
         facts, ready = None, 0
         while ready < count:
-            self._check_deadline()
-            message = pool.get()
-            if message is None:
-                continue
-            kind, _, payload = message
-            if kind == "fatal":
-                raise RuntimeError(payload)
-            if kind == "ready":
-                ready += 1
-                facts = facts or payload
+            for _, kind, payload in self._messages([pool]):
+                if kind == "ready":
+                    ready += 1
+                    facts = facts or payload
         return facts
 
     def _check_deadline(self) -> None:
         if time.time() > self.deadline:
-            raise TimeoutError(f"deadline of {self.job['deadline_s']:.0f}s reached")
+            raise TimeoutError(f"deadline of {self.job['deadline_s']:g}s reached")
 
     def _compile_and_screen(self, todo: list[int]) -> None:
         known = self.checkpoint.setdefault("compile", {})
@@ -721,14 +757,7 @@ class Engine:
         emit("compile", total=pending_compile, workers=self.job["compile_workers"])
         done_compiles = 0
         while pending_compile or pending_screen:
-            self._check_deadline()
-            for pool in (self.compilers, self.timers):
-                message = pool.get(timeout=0.05)
-                if message is None:
-                    continue
-                kind, _, payload = message
-                if kind == "fatal":
-                    raise RuntimeError(payload)
+            for pool, kind, payload in self._messages([self.compilers, self.timers]):
                 if kind == "compiled":
                     pending_compile -= 1
                     done_compiles += 1
@@ -798,19 +827,13 @@ class Engine:
     def _drain(self, kind: str, pending: int, handle) -> None:
         """Wait for ``pending`` results of ``kind`` and for the follow-up tasks their handler queues."""
         while pending:
-            self._check_deadline()
-            message = self.timers.get()
-            if message is None:
-                continue
-            got, _, payload = message
-            if got == "fatal":
-                raise RuntimeError(payload)
-            if got == "lost":
-                raise RuntimeError(f"a timing process died during {kind} {payload}")
-            if got == kind:
-                if "error" in payload:
-                    raise RuntimeError(f"{kind} {payload['id']} failed: {payload['error']}")
-                pending += handle(payload) - 1
+            for _, got, payload in self._messages([self.timers]):
+                if got == "lost":
+                    raise RuntimeError(f"a timing process died during {kind} {payload}")
+                if got == kind:
+                    if "error" in payload:
+                        raise RuntimeError(f"{kind} {payload['id']} failed: {payload['error']}")
+                    pending += handle(payload) - 1
 
     def _refined(self, payload: dict) -> int:
         kernel, m, samples = payload["kernel"], payload["m"], payload["samples"]

@@ -209,9 +209,6 @@ def test_deadline_ends_the_run_with_exit_3(deadline_run: dict[str, Any]) -> None
     assert not (deadline_run["base"] / "result.json").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="moe_engine Pool.close() puts its stop message behind every queued task and "
-                                       "joins each worker for up to 10 s in turn: the run ends when the queue is "
-                                       "worked off, long after its deadline")
 def test_deadline_is_kept(deadline_run: dict[str, Any]) -> None:
     assert deadline_run["end"] - deadline_run["start"] < 0.5 + 1.5
 
