@@ -210,7 +210,9 @@ def test_deadline_ends_the_run_with_exit_3(deadline_run: dict[str, Any]) -> None
 
 
 def test_deadline_is_kept(deadline_run: dict[str, Any]) -> None:
-    assert deadline_run["end"] - deadline_run["start"] < 0.5 + 1.5
+    # The queued compiles are dropped at the deadline: the run must not work off the backlog (minutes with a full
+    # space). A generous bound, so a loaded CI machine's slow process starts cannot fail it.
+    assert deadline_run["end"] - deadline_run["start"] < 0.5 + 15
 
 
 # --------------------------------------------------------------------------------------------- the backend
