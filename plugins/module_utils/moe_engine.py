@@ -96,9 +96,9 @@ def refine_set(times: dict[str, float], share: float, minimum: int) -> list[str]
     """Keys worth more runs at one M: the fastest ``share`` (at least ``minimum``) and the best two of every
     BLOCK_SIZE_M (the joint up/down choice needs each block size's best)."""
     ranked = sorted((t, key) for key, t in times.items() if t is not None and math.isfinite(t))
-    keep = {key for _, key in ranked[:max(minimum, math.ceil(share * len(ranked)))]}
+    keep = {key for _time, key in ranked[:max(minimum, math.ceil(share * len(ranked)))]}
     per_bm: dict[str, list[str]] = {}
-    for _, key in ranked:
+    for _time, key in ranked:
         per_bm.setdefault(key.split("_")[0], []).append(key)
     for keys in per_bm.values():
         keep.update(keys[:2])
@@ -317,8 +317,8 @@ def torch_align_block_size(topk_ids, block_size: int, num_experts: int):
     slot_of_sorted = (starts * block_size).repeat_interleave(counts) + (
         torch.arange(numel, device=topk_ids.device) - token_starts.repeat_interleave(counts))
     sorted_ids[slot_of_sorted] = order.to(torch.int32)
-    expert_ids[:int(blocks.sum())] = torch.arange(num_experts, device=topk_ids.device,
-                                                 dtype=torch.int32).repeat_interleave(blocks)
+    experts = torch.arange(num_experts, device=topk_ids.device, dtype=torch.int32)
+    expert_ids[:int(blocks.sum())] = experts.repeat_interleave(blocks)
     total = torch.tensor([int(blocks.sum()) * block_size], dtype=torch.int32, device=topk_ids.device)
     return sorted_ids, expert_ids, total
 
@@ -340,13 +340,13 @@ class Problem:
         copies = max(1, min(launches, math.ceil(2 * l2_bytes / weight_bytes)))
         # Compiling needs the tensors' shapes and alignment only: no data (and one weight copy) for it.
         copies = copies if data else 1
-        self.weights = [self._tensor((self.e, rows, cols), gen, data, 0.05) for _ in range(copies)]
+        self.weights = [self._tensor((self.e, rows, cols), gen, data, 0.05) for _copy in range(copies)]
         self.in_cols, self.out_cols = cols, rows
         self.inputs, self.routings, self.outputs, self._aligned = {}, {}, {}, {}
         for m in sizes:
             in_rows = m if kernel == "up" else m * self.topk
             self.inputs[m] = self._tensor((in_rows, cols), gen, data, 1.0)
-            self.routings[m] = [self._route(m, gen) for _ in range(launches)]
+            self.routings[m] = [self._route(m, gen) for _launch in range(launches)]
             out_shape = (m * self.topk, rows) if kernel == "up" else (m, self.topk, rows)
             self.outputs[m] = torch.empty(out_shape, device="cuda", dtype=self.dtype)
 
@@ -464,7 +464,7 @@ class TritonBench:
             for routing in range(launches):
                 self.release.launch(problem, m, config, routing, routing)
         graph.replay()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(reps)]
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _rep in range(reps)]
         for begin, end in events:
             begin.record()
             graph.replay()
@@ -479,7 +479,7 @@ class TritonBench:
         torch, problem = self.torch, self.problem(kernel)
         self.release.launch(problem, m, config, 0, 0)
         events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _ in range(launches)]
+                  for _launch in range(launches)]
         for routing, (begin, end) in enumerate(events):
             problem.launch_args(m, config, routing, routing, self.release.align)
             begin.record()
@@ -577,7 +577,7 @@ def _run_timing(bench, kind: str, payload: dict) -> dict:
         return {**payload, "times": times}
     if kind == "refine":
         m, reps, samples = payload["m"], payload["reps"], {key: [] for key in payload["configs"]}
-        for _ in range(payload["rounds"]):  # interleaved: clock drift hits every candidate alike
+        for _round in range(payload["rounds"]):  # interleaved: clock drift hits every candidate alike
             for key, config in payload["configs"].items():
                 samples[key].extend(bench.graph_times(kernel, m, config, reps))
         return {**payload, "samples": samples}
@@ -613,7 +613,7 @@ class Pool:
         self.tasks.put(task)
 
     def readers(self) -> dict:
-        return {reader: wid for wid, (_, reader) in self.workers.items()}
+        return {reader: wid for wid, (_proc, reader) in self.workers.items()}
 
     def receive(self, reader, wid: int) -> list:
         """The messages waiting in one worker's pipe; ("lost", wid, task) when the worker is gone mid-task."""
@@ -629,7 +629,7 @@ class Pool:
                 self._start(wid)
             if lost is not None:
                 messages.append(("lost", wid, lost))
-        for kind, _, payload in messages:
+        for kind, _wid, payload in messages:
             if kind == "start":
                 self.current[wid] = payload
             elif kind not in ("ready", "fatal", "lost"):
@@ -640,9 +640,9 @@ class Pool:
         """Stop the workers: at once when aborting (a deadline, a failure: queued work is dropped), else after the
         queued work, waiting at most 10 s for all of them together."""
         self.closing = True
-        procs = [proc for proc, _ in self.workers.values()]
+        procs = [proc for proc, _reader in self.workers.values()]
         if not abort:
-            for _ in procs:
+            for _proc in procs:
                 self.tasks.put(None)
         deadline = time.time() + (0 if abort else 10)
         for proc in procs:
@@ -724,7 +724,7 @@ class Engine:
     def _messages(self, pools: list, timeout: float = 1.0):
         """Messages of ``pools`` as they come, until the deadline; a worker that could not start ends the run."""
         self._check_deadline()
-        for pool, (kind, wid, payload) in receive(pools, timeout):
+        for pool, (kind, _wid, payload) in receive(pools, timeout):
             if kind == "fatal":
                 raise RuntimeError(payload)
             yield pool, kind, payload
@@ -732,7 +732,7 @@ class Engine:
     def _wait_ready(self, pool: Pool, count: int):
         facts, ready = None, 0
         while ready < count:
-            for _, kind, payload in self._messages([pool]):
+            for _pool, kind, payload in self._messages([pool]):
                 if kind == "ready":
                     ready += 1
                     facts = facts or payload
@@ -827,7 +827,7 @@ class Engine:
     def _drain(self, kind: str, pending: int, handle) -> None:
         """Wait for ``pending`` results of ``kind`` and for the follow-up tasks their handler queues."""
         while pending:
-            for _, got, payload in self._messages([self.timers]):
+            for _pool, got, payload in self._messages([self.timers]):
                 if got == "lost":
                     raise RuntimeError(f"a timing process died during {kind} {payload}")
                 if got == kind:
@@ -843,7 +843,7 @@ class Engine:
             self.final[kernel][m] = medians
             return 0
         finalists = sorted(medians, key=medians.get)[:self.timing["final_top"]]
-        finalists += [key for key, _ in best_per_block_m(medians).values()]
+        finalists += [key for key, _time in best_per_block_m(medians).values()]
         if self.defaults[kernel][m] in medians:
             finalists.append(self.defaults[kernel][m])
         rounds = max(1, self.timing["final_reps"] // self.timing["refine_reps"])
@@ -969,4 +969,4 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv))
+    raise SystemExit(main(sys.argv))
