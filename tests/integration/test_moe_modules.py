@@ -212,6 +212,36 @@ def test_crash_installs_nothing_keeps_the_checkpoint_and_the_rerun_resumes(fleet
     assert list(yaml.safe_load(fleet.run(gpu1, "cat", resumed["output_file"]).stdout)) == ["1", "8", "64", "512"]
 
 
+def test_the_engine_tunes_up_and_down_in_one_run_and_the_down_task_resumes_it(fleet, gpu1, runner, targets):
+    """engine: llmops on the emulator's kernels: one engine run per target, its two files through moe_tune's
+    checkpoints, the down config on the up config's BLOCK_SIZE_M at every batch size, no source checkout needed."""
+    _, verdict = targets
+    by_kernel = {target["kernel"]: target for target in verdict["targets"]}
+    work_dir = f"{WORK_DIR}/engine"
+    common = {"moe_engine": "llmops", "moe_tuner_args": verdict["tuner_args"], "moe_batch_sizes": BATCH_SIZES,
+              "moe_search_space": "pruned", "moe_smem_per_block": 101376, "moe_work_dir": work_dir,
+              "moe_source_dir": "/nonexistent"}
+    up_run, up = tune(runner, moe_expected_file_name=by_kernel["up"]["file_name"], **common)
+    assert up_run.status == "successful", up_run.stdout
+    assert up["changed"] is True and up["output_file"] == f"{work_dir}/{UP}"
+    assert up["progress"][-1]["done"] == 4 and up["resumed"] == 0
+    engine = up["engine"]
+    assert engine["device"] == "NVIDIA RTX PRO 6000 Blackwell Server Edition" and engine["gpus"] == 4
+    assert sorted(engine["per_batch_size"], key=int) == [str(m) for m in BATCH_SIZES]
+    assert all(row["speedup"] >= 1.0 for row in engine["per_batch_size"].values()), engine["per_batch_size"]
+    assert isinstance(engine["failures"], dict) and engine["candidates"]["up"] > 0
+    down_run, down = tune(runner, moe_kernel="down", moe_expected_file_name=by_kernel["down"]["file_name"], **common)
+    assert down_run.status == "successful", down_run.stdout
+    assert down["output_file"] == f"{work_dir}/{DOWN}" and down["engine"]["resumed_batch_sizes"] == 4
+    tuned_up = yaml.safe_load(fleet.run(gpu1, "cat", up["output_file"]).stdout)
+    tuned_down = yaml.safe_load(fleet.run(gpu1, "cat", down["output_file"]).stdout)
+    assert list(tuned_up) == list(tuned_down) == [str(m) for m in BATCH_SIZES]
+    assert {m: c["BLOCK_SIZE_M"] for m, c in tuned_down.items()} == {m: c["BLOCK_SIZE_M"] for m, c in tuned_up.items()}
+    assert fleet.run(gpu1, "pgrep", "-f", "moe_engine.py", check=False).returncode == 1, "an engine process outlived the task"
+    rerun, again = tune(runner, moe_expected_file_name=by_kernel["up"]["file_name"], **common)
+    assert rerun.status == "successful" and again["changed"] is False and again["resumed"] == 4
+
+
 def test_invalid_json_is_refused_with_the_reason(fleet, gpu1, runner, tuned):
     broken = f"/root/moe-broken/{UP}"
     write_host_file(fleet, gpu1, broken, '{"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64')
