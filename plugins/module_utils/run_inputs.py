@@ -38,6 +38,7 @@ BENCH_PIPELINE_OWNED = {"base_url": "sglang_port", "host": "sglang_port", "port"
                         "api_key": "sglang_api_key", "output_file": None, "progress_file": None}
 COMPARE_METRICS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s")
 VERDICTS = ("improved",)
+MOE_ENGINES = ("llmops", "sglang")
 MOE_SEARCH_SPACES = ("full", "prefiltered", "pruned")
 # A trial's name is a directory of the run (flags/<host>/trials/<name>/).
 TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -267,7 +268,11 @@ def check_moe(checker: Checker, moe: t.Any, inventory_hosts: t.Sequence[str] | N
     if moe is None:
         return
     checker.unknown_keys(path, moe, ("batch_sizes", "search_space", "work_dir", "timeout", "force", "tune_hosts",
-                                     "seconds_per_config"))
+                                     "seconds_per_config", "engine"))
+    if "engine" in moe and moe["engine"] not in MOE_ENGINES:
+        checker.errors.append(f"{path}.engine: must be llmops (the collection's engine) or sglang (SGLang's tuner "
+                              f"scripts), {_got(moe['engine'])}"
+                              f"{_did_you_mean(moe['engine'], MOE_ENGINES) if isinstance(moe['engine'], str) else ''}")
     sizes = moe.get("batch_sizes")
     if sizes is not None and sizes != "auto":
         if isinstance(sizes, str) and not re.fullmatch(r"[\d,\s]+", sizes):
