@@ -232,14 +232,7 @@ def sglang_benchmark_config(moe: FusedMoe, config: dict, num_iters: int = 10) ->
     torch.cuda.synchronize()
     flush = torch.empty(int(256e6 // 4), dtype=torch.int, device="cuda")
     flush.zero_()
-    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(num_iters)]
-    for begin, end in events:
-        begin.record()
-        graph.replay()
-        end.record()
-    torch.cuda.synchronize()
-    graph.reset()
-    return sum(b.elapsed_time(e) for b, e in events) / (num_iters * 10) * 1000
+    return sum(moe_engine.replay_times(torch, graph, num_iters)) / (num_iters * 10)
 
 
 def run_sglang(args, name: str, shape: dict, sizes: list[int]) -> dict:

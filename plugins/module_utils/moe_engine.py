@@ -297,6 +297,18 @@ class Release:
         return args["C"]
 
 
+def replay_times(torch, graph, reps: int) -> list[float]:
+    """Microseconds of each of ``reps`` replays of ``graph``, each between two CUDA events; the graph is freed."""
+    events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _rep in range(reps)]
+    for begin, end in events:
+        begin.record()
+        graph.replay()
+        end.record()
+    torch.cuda.synchronize()
+    graph.reset()
+    return [begin.elapsed_time(end) * 1000.0 for begin, end in events]
+
+
 def torch_align_block_size(topk_ids, block_size: int, num_experts: int):
     """moe_align_block_size's outputs in torch: token slots sorted by expert, each expert padded to block_size;
     the padded length follows sglang 0.5.23 moe_align_block_size.py (max_num_tokens_padded, rounded to 4)."""
@@ -464,14 +476,7 @@ class TritonBench:
             for routing in range(launches):
                 self.release.launch(problem, m, config, routing, routing)
         graph.replay()
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _rep in range(reps)]
-        for begin, end in events:
-            begin.record()
-            graph.replay()
-            end.record()
-        torch.cuda.synchronize()
-        graph.reset()
-        return [begin.elapsed_time(end) * 1000.0 / launches for begin, end in events]
+        return [t / launches for t in replay_times(torch, graph, reps)]
 
     def eager_times(self, kernel: str, m: int, config: dict, launches: int) -> list[float]:
         """Microseconds of ``launches`` eager launches (routing i each), each between two events, after one launch
