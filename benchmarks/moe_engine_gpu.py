@@ -108,7 +108,8 @@ def write(out: str, name: str, data: dict) -> None:
 def run_engine(args, name: str, shape: dict, sizes: list[int]) -> dict:
     work = os.path.join(args.work, name)
     job = {"shape": shape, "kernels": ["up", "down"], "batch_sizes": sizes, "configs": search_space(smem_limit()),
-           "gpus": list(range(args.gpus)), "compile_workers": args.workers, "work_dir": work, "output": os.path.join(work, "result.json"),
+           "gpus": list(range(args.gpus)), "compile_workers": args.workers, "work_dir": work,
+           "output": os.path.join(work, "result.json"),
            "model_path": MODEL_DIR, "deadline_s": args.deadline}
     os.makedirs(work, exist_ok=True)
     job_path = os.path.join(work, "job.json")
@@ -406,7 +407,8 @@ def main() -> int:
     for flag in ("experts", "topk", "hidden", "intermediate", "tp"):
         parser.add_argument(f"--{flag}", type=int)
     parser.add_argument("--phases", default="engine,exhaustive,lookup")
-    parser.add_argument("--batch-sizes", type=lambda v: [int(x) for x in v.split(",")], default=list(DEFAULT_BATCH_SIZES))
+    parser.add_argument("--batch-sizes", type=lambda v: [int(x) for x in v.split(",")],
+                        default=list(DEFAULT_BATCH_SIZES))
     parser.add_argument("--gpus", type=int, default=1, help="GPUs of this host the engine times on (0 .. N-1)")
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--deadline", type=float, default=900)
