@@ -16,6 +16,11 @@ description:
   - Returns the startup log of exactly this start, selected by the systemd invocation id, and its facts (the log parsed
     by the parser of M(llmops.sglang.server_facts), merged with C(/server_info)). The journal the wait followed is
     the log, so it is read once, and no M(llmops.sglang.server_facts) is needed after a deploy.
+  - Every value that reaches the unit is checked on the controller before anything changes: a control character (a
+    line break, a carriage return, NUL, ...) in any of them fails the task naming the option (a line break would end
+    its setting and start another one), and each setting is quoted by its own systemd syntax. A changed unit is
+    checked with C(systemd-analyze verify) on the host (in a temporary file, check mode too) before it replaces the
+    installed one; a unit systemd refuses is never installed.
   - When the new configuration fails to start, the cause is classified from the log, the previous
     unit is restored and restarted, and the task fails naming the cause and SGLang's suggested fix.
 author:
@@ -89,12 +94,14 @@ options:
         the journal or this module's result. See C(docs/reliability.md), "Secrets".
     type: str
   environment:
-    description: Environment variables of the service (C(CUDA_VISIBLE_DEVICES), C(SGLANG_MOE_CONFIG_DIR), ...).
+    description:
+      - Environment variables of the service (C(CUDA_VISIBLE_DEVICES), C(SGLANG_MOE_CONFIG_DIR), ...).
+      - Names are variable names (C([A-Za-z_][A-Za-z0-9_]*)); values hold no control character.
     type: dict
     default: {}
   user:
     description:
-      - User the server runs as; it must exist on the host (the C(llmops.sglang.sglang_server) role creates it as a
+      - User the server runs as (a user name or a numeric id); it must exist on the host (the C(llmops.sglang.sglang_server) role creates it as a
         system user without a login shell).
       - The unit is hardened for it (C(systemd-analyze security) below 5.0) with no capabilities, the file system
         read-only but for C(/var/lib/sglang) (HOME) and C(/var/cache/sglang) (HF, Triton and TorchInductor caches)
@@ -109,7 +116,12 @@ options:
     type: path
     default: /
   unit_template:
-    description: Jinja template of the unit, looked up like M(ansible.builtin.template) sources; default the collection's hardened unit.
+    description:
+      - Jinja template of the unit, looked up like M(ansible.builtin.template) sources; default the collection's hardened unit.
+      - Its variables are ready for their settings (quoted, C(%) escaped), C(sglang_unit_name), C(sglang_description),
+        C(sglang_exec_start), C(sglang_user), C(sglang_group), C(sglang_working_directory), C(sglang_api_key_file)
+        (empty without a key), and lists of values C(sglang_environment) (for C(Environment=)),
+        C(sglang_read_only_paths), C(sglang_read_write_paths) and C(sglang_device_allow).
     type: path
   unit_dir:
     description: Directory of the unit file.
@@ -128,7 +140,9 @@ options:
     type: path
     default: /usr/local/libexec/llmops-sglang/sglang_launcher.py
   read_write_paths:
-    description: Paths the server may write besides its state and cache directories (C(ReadWritePaths=); a missing path is ignored).
+    description:
+      - Paths the server may write besides its state and cache directories (C(ReadWritePaths=); a missing path is
+        ignored). Absolute, without C(.) or C(..) components (systemd would ignore such a path).
     type: list
     elements: path
     default: []
@@ -263,12 +277,21 @@ rolled_back:
   description: Whether the previous unit was restored after a failed start.
   returned: on failure
   type: bool
+unit_verify:
+  description:
+    - What C(systemd-analyze verify) said of the changed unit before it was installed (C(verified), C(rc), C(messages)
+      about this unit), or why it did not run (C(skipped), for example systemd-analyze not installed; a warning says so).
+  returned: when the unit changed (or would, in check mode)
+  type: dict
+  sample: {verified: true, skipped: null, rc: 0, messages: []}
 rollback_seconds:
   description: Seconds from the restart of the restored previous unit until it was ready on its own host and port.
   returned: on failure, when a previous unit was restored
   type: float
 errors:
-  description: Each problem found before anything changed (flags, SGLang's parser, model path, port), naming the field.
+  description:
+    - Each problem found before anything changed (a value that cannot go into the unit, flags, SGLang's parser, model
+      path, port, what systemd-analyze verify refused), naming the field.
   returned: on failure before any change
   type: list
   elements: str
@@ -286,7 +309,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.command_runner impor
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     deprecated_alias_warnings, parse_help_flags, validate_server_args)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import (
-    preflight_errors, unit_health_url)
+    preflight_errors, unit_health_url, verify_unit)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import (
@@ -310,6 +333,7 @@ class ServerDeployment:
         self.unit_path = os.path.join(self.params["unit_dir"], self.unit)
         self.env_path = os.path.join(self.params["env_dir"], f"{self.name}.env")
         self.actions: list[str] = []
+        self.unit_verify: dict | None = None  # what systemd-analyze verify said of a changed unit
         # every command of the deploy; a systemctl that changes the host is not run in check mode
         self.run = CommandRunner(module, environ=SYSTEMD_ENVIRON)
 
@@ -377,6 +401,18 @@ class ServerDeployment:
                                   self.unit_content, run_python=run_python, current_unit=self.read(self.unit_path))
         if errors:
             self.fail("cannot deploy, nothing was changed: " + "; ".join(errors), errors=errors)
+
+    def verify_unit(self) -> None:
+        """systemd-analyze verify of a changed unit before it replaces the installed one (in check mode too)."""
+        if self.unit_content == self.read(self.unit_path):
+            return
+        self.unit_verify = verify_unit(self.run, self.unit, self.unit_content, self.unit_path, self.module.tmpdir)
+        if self.unit_verify["skipped"]:
+            self.module.warn(f"the unit was not checked with `systemd-analyze verify`: {self.unit_verify['skipped']}")
+        elif not self.unit_verify["verified"]:
+            error = (f"unit: systemd-analyze verify refuses the rendered unit (rc={self.unit_verify['rc']}): "
+                     + "; ".join(self.unit_verify["messages"]))
+            self.fail("cannot deploy, nothing was changed: " + error, errors=[error], unit_verify=self.unit_verify)
 
     # ---- state changes --------------------------------------------------------------------
     def write_atomically(self, path: str, content: str, mode: int) -> None:
@@ -583,11 +619,14 @@ def main() -> None:
             if module.params["validate_flags"]:
                 deployment.validate_flags()
             deployment.preflight()
+            deployment.verify_unit()
             result = deployment.present(force_restart=state == "restarted")
         elif state == "stopped":
             result = deployment.stopped()
         else:
             result = deployment.absent()
+    if deployment.unit_verify is not None:
+        result["unit_verify"] = deployment.unit_verify
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(unit_path=deployment.unit_path, actions=deployment.actions, **result)

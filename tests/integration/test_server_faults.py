@@ -4,6 +4,7 @@ missing model path fail before anything changes (check mode too), naming the fie
 from __future__ import annotations
 
 import time
+from pathlib import Path
 
 import pytest
 
@@ -91,4 +92,41 @@ def test_missing_model_path_fails_before_any_change(fleet, runner, gpu1, baselin
     result, res = deploy(runner, BASELINE, sglang_server_model_path="/srv/models/does-not-exist", check=check)
     assert result.status == "failed", result.stdout
     assert res["errors"] == ["model_path: /srv/models/does-not-exist does not exist on the host"], res["msg"]
+    assert server_snapshot(fleet, gpu1) == baseline
+
+
+PWNED = "/run/llmops-test-pwned"
+INJECTED = f"x\nExecStartPre=+/usr/bin/touch {PWNED}\nDescription=y"
+
+
+@pytest.mark.parametrize(("server_args", "role_vars", "field"), [
+    (BASELINE, {"sglang_server_environment": {"CUDA_VISIBLE_DEVICES": "0,1,2,3", "FOO": INJECTED}}, "environment.FOO"),
+    ({**BASELINE, "chat_template": "chatml\n"}, {}, "server_args.chat_template"),
+    (BASELINE, {"sglang_server_model_path": f"/srv/models/Qwen3.5-122B-A10B\nExecStartPre=+/usr/bin/touch {PWNED}"},
+     "model_path"),
+], ids=["environment", "block_scalar_server_arg", "model_path"])
+def test_a_line_break_in_a_value_cannot_reach_the_unit(fleet, runner, gpu1, baseline, server_args, role_vars, field):
+    """The issue's proof: a newline in a value added `ExecStartPre=+...` (run as root) to a unit systemd accepted, and a
+    YAML block scalar's trailing newline broke the unit after it was installed. Both are refused before any change."""
+    fleet.run(gpu1, "rm", "-f", PWNED)
+    result, res = deploy(runner, server_args, **role_vars)
+    assert result.status == "failed", result.stdout
+    assert res["msg"].startswith("cannot deploy, nothing was changed: "), res["msg"]
+    assert any(error.startswith(f"{field}: contains a newline") for error in res.get("errors", [])), res["msg"]
+    assert server_snapshot(fleet, gpu1) == baseline, "unit and running server must be untouched"
+    assert fleet.run(gpu1, "test", "-e", PWNED, check=False).returncode == 1, "the injected command ran"
+
+
+TWO_EXEC_START = str(Path(__file__).parent / "playbooks" / "templates" / "two_exec_start.service.j2")
+
+
+@pytest.mark.parametrize("check", [False, True], ids=["apply", "check_mode"])
+def test_a_unit_systemd_refuses_is_never_installed(fleet, runner, gpu1, baseline, check):
+    """systemd-analyze verify judges the rendered unit in a temporary file before it replaces the installed one."""
+    result, res = deploy(runner, {**BASELINE, "cuda_graph_max_bs": 32}, sglang_server_unit_template=TWO_EXEC_START,
+                         check=check)
+    assert result.status == "failed", result.stdout
+    assert "systemd-analyze verify refuses the rendered unit" in res["msg"], res["msg"]
+    assert "more than one ExecStart=" in res["msg"], res["msg"]
+    assert res["actions"] == []
     assert server_snapshot(fleet, gpu1) == baseline
