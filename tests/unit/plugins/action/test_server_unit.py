@@ -12,7 +12,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.llmops.sglang.plugins.action.server import (
     DEFAULT_DEVICE_ALLOW, DEFAULT_LAUNCHER_PATH, DEFAULT_TEMPLATE, server_command)
-from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import exec_start_argv
+from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import exec_start_argv, unit_setting
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import template_variables
 
 ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN", "enable_fused_moe_sum_all_reduce": True,
@@ -73,6 +73,14 @@ def test_hardening_of_a_gpu_server():
     assert unit.index("Environment=HOME=") < unit.index('Environment="CUDA_VISIBLE_DEVICES=0,1"')
 
 
+def test_a_server_that_keeps_failing_is_given_up_after_a_few_starts():
+    """Restart=on-failure with no start limit crash-loops for good (after a reboot too): systemd gives up after 5
+    starts in an hour; a deploy resets the count before its own restart (tests/unit/plugins/modules/test_server_deploy_faults)."""
+    unit = render(ARGS)
+    assert unit_setting(unit, "Restart") == "on-failure"
+    assert unit_setting(unit, "StartLimitIntervalSec") == "1h" and unit_setting(unit, "StartLimitBurst") == "5"
+
+
 def test_hard_values_are_quoted_by_each_settings_syntax():
     """Spaces, quotes, backslashes, % and $ reach systemd as written; the settings stay one line each."""
     model = "/srv/my models/it's 100% $HOME"
@@ -88,7 +96,8 @@ def test_hard_values_are_quoted_by_each_settings_syntax():
 
 
 def test_a_unit_of_ordinary_values_renders_as_before():
-    """Values without special characters render byte for byte as the earlier template did: no restart on upgrade."""
+    """Values without special characters render byte for byte as the earlier template did: no restart on upgrade
+    (beyond the start limit's lines)."""
     lines = render(ARGS).splitlines()
     for expected in ("Description=SGLang server sglang (/srv/models/m)", 'Environment="CUDA_VISIBLE_DEVICES=0,1"',
                      "ReadOnlyPaths=-/srv/models/m", "ExecStart=/opt/sglang/venv/bin/python "
