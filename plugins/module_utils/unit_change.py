@@ -96,11 +96,11 @@ class UnitChange:
     """The changes of one deploy to ``unit`` (its file ``unit_path``, the API key file ``env_path``)."""
 
     def __init__(self, run: Callable, unit: str, unit_path: str, env_path: str, *, was_enabled: bool,
-                 ready_timeout: float, actions: list[str]) -> None:
+                 was_running: bool, ready_timeout: float, actions: list[str]) -> None:
         self.run, self.unit, self.ready_timeout, self.actions = run, unit, ready_timeout, actions
         self.paths = {"unit": unit_path, "API key file": env_path}
         self.existed = {what: os.path.exists(path) for what, path in self.paths.items()}
-        self.was_enabled = was_enabled
+        self.was_enabled, self.was_running = was_enabled, was_running
         self.enabled = False  # by this deploy
         self.restarted = False  # this deploy stopped what ran (a restart stops it first)
 
@@ -181,7 +181,8 @@ class UnitChange:
         elif not self.existed["unit"]:
             summary = "there was no previous unit: the new one is disabled and removed"
         elif not self.restarted:
-            summary = "the previous unit was restored; its server kept running (it was not restarted)"
+            summary = "the previous unit was restored; " + ("its server kept running (it was not restarted)"
+                                                             if self.was_running else "its server was not running")
         else:
             summary = "the previous unit was restored and is running again"
         return f"{summary} (undone: {', '.join(undo.done) or 'nothing'})"

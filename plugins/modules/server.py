@@ -475,7 +475,8 @@ class ServerDeployment:
             return result
 
         change = UnitChange(self.run, self.unit, self.unit_path, self.env_path, was_enabled=was_enabled,
-                            ready_timeout=self.params["ready_timeout"], actions=self.actions)
+                            was_running=state.running, ready_timeout=self.params["ready_timeout"],
+                            actions=self.actions)
         ready = None
         try:
             change.backup()

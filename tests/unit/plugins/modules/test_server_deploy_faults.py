@@ -46,15 +46,16 @@ class StubModule:
 class FakeSystemd:
     """systemctl and systemd-analyze of a host: the commands run, and failures asked for by verb."""
 
-    def __init__(self, enabled: str = "enabled", **failures: int) -> None:
+    def __init__(self, enabled: str = "enabled", active: str = "active/running", **failures: int) -> None:
         self.commands: list[str] = []
-        self.enabled = enabled
+        self.enabled, self.active = enabled, active.split("/")
         self.failures = failures
 
     def __call__(self, argv, changes=False, **_):
         self.commands.append(" ".join(argv))
         if argv[:2] == ["systemctl", "show"]:
-            return 0, "ActiveState=active\nSubState=running\nInvocationID=old\nMainPID=42\nNRestarts=0\n", ""
+            return 0, (f"ActiveState={self.active[0]}\nSubState={self.active[1]}\nInvocationID=old\nMainPID=42\n"
+                       "NRestarts=0\n"), ""
         if argv[:2] == ["systemctl", "is-enabled"]:
             return (0 if self.enabled == "enabled" else 1), self.enabled + "\n", ""
         verb = argv[1].replace("-", "_") if argv[0] == "systemctl" else os.path.basename(argv[0]).replace("-", "_")
@@ -116,6 +117,12 @@ def test_a_systemctl_failure_before_the_restart_puts_the_unit_and_key_back(host,
     assert files(host) == before, "the unit and the key file are the previous ones, and no backup is left"
     assert not systemd.ran("systemctl restart"), "the previous server was never stopped"
     assert failed.value.result["rolled_back"] is True
+
+
+def test_a_stopped_server_is_left_stopped_and_the_message_says_so(host, monkeypatch):
+    with pytest.raises(Failed) as failed:
+        deploy(host, FakeSystemd(active="inactive/dead", daemon_reload=1), monkeypatch)
+    assert "the previous unit was restored; its server was not running (undone: " in failed.value.result["msg"]
 
 
 def test_a_failed_restart_restores_and_restarts_the_previous_unit_on_its_own_port(host, monkeypatch):
