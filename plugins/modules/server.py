@@ -16,7 +16,7 @@ description:
   - Returns the startup log of exactly this start, selected by the systemd invocation id, and its facts (the log parsed
     by the parser of M(llmops.sglang.server_facts), merged with C(/server_info)). The journal the wait followed is
     the log, so it is read once, and no M(llmops.sglang.server_facts) is needed after a deploy.
-  - Every value that reaches the unit is checked on the controller before anything changes: a control character (a
+  - Every value that reaches the unit is checked on the controller before anything changes. A control character (a
     line break, a carriage return, NUL, ...) in any of them fails the task naming the option (a line break would end
     its setting and start another one), and each setting is quoted by its own systemd syntax. A changed unit is
     checked with C(systemd-analyze verify) on the host (in a temporary file, check mode too) before it replaces the
