@@ -181,8 +181,8 @@ class UnitChange:
         elif not self.existed["unit"]:
             summary = "there was no previous unit: the new one is disabled and removed"
         elif not self.restarted:
-            summary = "the previous unit was restored; " + ("its server kept running (it was not restarted)"
-                                                             if self.was_running else "its server was not running")
+            kept = "its server kept running (it was not restarted)" if self.was_running else "its server was not running"
+            summary = f"the previous unit was restored; {kept}"
         else:
             summary = "the previous unit was restored and is running again"
         return f"{summary} (undone: {', '.join(undo.done) or 'nothing'})"
