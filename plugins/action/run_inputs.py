@@ -10,7 +10,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import In
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import check_search
 
 OPTIONS = ("stages", "force", "bench", "compare", "sequential", "restart_check", "policy", "moe", "flag_sets",
-           "baseline_args", "skip_ineffective", "emulator_time_scale", "inventory_hosts")
+           "baseline_args", "environment", "skip_ineffective", "emulator_time_scale", "inventory_hosts")
 
 display = Display()
 
@@ -29,6 +29,7 @@ class ActionModule(ControllerAction):
             "moe": {"type": "raw"},
             "flag_sets": {"type": "raw"},
             "baseline_args": {"type": "raw"},
+            "environment": {"type": "raw"},
             "skip_ineffective": {"type": "raw"},
             "emulator_time_scale": {"type": "raw"},
             "inventory_hosts": {"type": "list", "elements": "str"},

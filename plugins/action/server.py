@@ -10,7 +10,8 @@ from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 from ansible.template import trust_as_template
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
-    canonical_args, secret_arg_errors, systemd_exec_line, to_cli_args)
+    canonical_args, secret_arg_errors, to_cli_args)
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import template_variables, unit_value_errors
 from ansible_collections.llmops.sglang.plugins.plugin_utils.action_request import send_request
 
 COLLECTION_ROOT = Path(__file__).resolve().parents[2]
@@ -54,6 +55,10 @@ class ActionModule(ActionBase):
         if module_args.get("state", "started") in ("started", "restarted"):
             if not module_args.get("model_path"):
                 raise AnsibleActionFail("model_path is required to deploy a server (state started/restarted)")
+            errors = unit_value_errors(module_args)
+            if errors:  # a value that could leave its setting never reaches a unit, on the controller already
+                raise AnsibleActionFail("cannot deploy, nothing was changed: " + "; ".join(errors),
+                                        result={"errors": errors, "actions": []})
             command = server_command(module_args)
             send_request(self, MODULE, {"unit_content": self._render_unit(module_args, command, task_vars or {}),
                                         "launcher_content": LAUNCHER_SOURCE.read_text(encoding="utf-8")})
@@ -66,21 +71,7 @@ class ActionModule(ActionBase):
         template = args.get("unit_template")
         source = self._find_needle("templates", template) if template else str(DEFAULT_TEMPLATE)
         template_data = trust_as_template(self._loader.get_text_file_contents(source))
-        env_file = f"{args.get('env_dir', '/etc/sglang')}/{args['name']}.env"
-        device_allow = args.get("device_allow")
-        unit_vars = {
-            "sglang_unit_name": args["name"],
-            "sglang_model_path": args["model_path"],
-            "sglang_exec_start": systemd_exec_line(command),
-            "sglang_environment": args.get("environment") or {},
-            "sglang_env_file": env_file,
-            "sglang_api_key_file": env_file if args.get("api_key") else "",
-            "sglang_user": args.get("user", "sglang"),
-            "sglang_group": args.get("group"),
-            "sglang_working_directory": args.get("working_directory", "/"),
-            "sglang_read_write_paths": list(args.get("read_write_paths") or []),
-            "sglang_device_allow": list(DEFAULT_DEVICE_ALLOW if device_allow is None else device_allow),
-        }
+        unit_vars = template_variables(args, command, DEFAULT_DEVICE_ALLOW)
         templar = self._templar.copy_with_new_env(searchpath=[str(Path(source).parent)],
                                                   available_variables={**task_vars, **unit_vars})
         return templar.template(template_data, escape_backslashes=False)

@@ -246,14 +246,23 @@ def apply_changes(changes: list[Change], backup_root: str, keep_backup: bool) ->
             os.makedirs(os.path.dirname(change.path), exist_ok=True)
             write_atomically(change.path, change.content)
         except OSError as exc:
-            restore_backup(backup_dir)
-            raise ValueError(
-                f"installing {change.path} failed ({exc}); every file was restored from the backup {backup_dir}"
-            ) from None
+            raise ValueError(_install_failure(change.path, exc, backup_dir)) from None
     if keep_backup:
         return backup_dir
     shutil.rmtree(backup_dir)
     return None
+
+
+def _install_failure(path: str, error: OSError, backup_dir: str) -> str:
+    """Restore what the install changed; the message says what failed, and, when restoring failed too (the same full
+    disk), that error and where the backup is: the backup is then all that holds the replaced files."""
+    try:
+        restore_backup(backup_dir)
+    except (OSError, ValueError) as restore_error:
+        return (f"installing {path} failed ({error}), and restoring failed too ({restore_error}): the config "
+                f"directory may hold a part of the new files; the backup is {backup_dir} (its manifest.json lists every "
+                f"file); once the cause is fixed, put it back with moe_configs state=restored backup_dir={backup_dir}")
+    return f"installing {path} failed ({error}); every file was restored from the backup {backup_dir}"
 
 
 def read_manifest(backup_dir: str) -> dict:

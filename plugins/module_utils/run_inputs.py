@@ -23,6 +23,7 @@ import typing as t
 from ansible_collections.llmops.sglang.plugins.module_utils import restart_check as _restart_check
 from ansible_collections.llmops.sglang.plugins.module_utils import stages as _stages
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import Scales
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import environment_errors, server_arg_errors
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
     DESIGN_DEFAULTS,
     MAX_REPEATS_LIMIT,
@@ -337,17 +338,34 @@ def check_flag_sets(checker: Checker, flag_sets: t.Any) -> None:
                                   f"(e.g. {{enable_torch_compile: true}}), {_got(args)}")
             continue
         for flag in args:
-            if not isinstance(flag, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", flag):
+            if not _is_arg_name(flag):
                 checker.errors.append(f"{where}.args: {flag!r} is not a server arg name (like tp_size or "
                                       "enable_torch_compile, without the leading --)")
+        checker.errors += _arg_value_errors(f"{where}.args", args)
+
+
+def _is_arg_name(flag: t.Any) -> bool:
+    return isinstance(flag, str) and re.fullmatch(r"[a-z][a-z0-9_-]*", flag) is not None
+
+
+def _arg_value_errors(path: str, args: dict) -> list[str]:
+    """Values that would leave their setting in the unit (the names are checked on their own)."""
+    return server_arg_errors(path, {flag: value for flag, value in args.items() if _is_arg_name(flag)})
 
 
 def check_baseline_args(checker: Checker, args: t.Any) -> None:
     path = "sglang_baseline_args"
     mapping = checker.check(as_mapping, path, args)
     for flag in mapping or {}:
-        if not isinstance(flag, str) or not re.fullmatch(r"[a-z][a-z0-9_-]*", flag):
+        if not _is_arg_name(flag):
             checker.errors.append(f"{path}: {flag!r} is not a server arg name (like tp_size, without the leading --)")
+    checker.errors += _arg_value_errors(path, mapping or {})
+
+
+def check_environment(checker: Checker, environment: t.Any) -> None:
+    """The service environment of the baseline (later stages read it back from the run: plugin_utils/adoption)."""
+    mapping = checker.check(as_mapping, "sglang_environment", environment)
+    checker.errors += environment_errors("sglang_environment", mapping or {})
 
 
 def check_time_scale(checker: Checker, time_scale: t.Any) -> None:
@@ -422,8 +440,8 @@ def validate_run_inputs(inputs: dict) -> list[str]:
     """Every problem of the run's inputs, as messages naming the variable; empty when all can work.
 
     ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``sequential``, ``restart_check``,
-    ``policy``, ``moe``, ``flag_sets``, ``baseline_args``, ``skip_ineffective``, ``emulator_time_scale`` and
-    ``inventory_hosts``; a key that is absent (or None for the optional ones) is not checked.
+    ``policy``, ``moe``, ``flag_sets``, ``baseline_args``, ``environment``, ``skip_ineffective``,
+    ``emulator_time_scale`` and ``inventory_hosts``; a key that is absent (or None for the optional ones) is not checked.
     """
     checker = Checker()
     if "stages" in inputs or "force" in inputs:
@@ -444,6 +462,8 @@ def validate_run_inputs(inputs: dict) -> list[str]:
         check_flag_sets(checker, inputs["flag_sets"])
     if inputs.get("baseline_args") is not None:
         check_baseline_args(checker, inputs["baseline_args"])
+    if inputs.get("environment") is not None:
+        check_environment(checker, inputs["environment"])
     if inputs.get("skip_ineffective") is not None:
         checker.check(as_bool, "tuning_run_skip_ineffective", inputs["skip_ineffective"])
     if inputs.get("emulator_time_scale") is not None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import json
 import re
-import shlex
 from collections.abc import Mapping
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import (
@@ -76,11 +75,6 @@ def canonical_args(server_args: Mapping[str, object]) -> dict:
     leading = {name: server_args[name] for name in LEADING_ARGS if name in server_args}
     rest = sorted((name for name in server_args if name not in LEADING_ARGS), key=flag_name)
     return {**leading, **{name: server_args[name] for name in rest}}
-
-
-def systemd_exec_line(argv: list[str]) -> str:
-    """Quote argv for an ExecStart= line: shell-like quoting, with ``$``/``%`` escaped for systemd."""
-    return " ".join(shlex.quote(a).replace("%", "%%").replace("$", "$$") for a in argv)
 
 
 def _value_shape(rest: str) -> dict:

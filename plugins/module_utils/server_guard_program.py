@@ -122,6 +122,7 @@ def restore(state: dict) -> dict:
         put_back(state["files"])
         systemctl("daemon-reload")
         action = "restart" if state.get("service_existed", True) else "stop"
+        systemctl("reset-failed", service)  # a crash loop's start limit must not refuse the adopted configuration
         rc = systemctl(action, service)
     return {"restored_at": time.time(), "service": service, "action": action, "rc": rc,
             "armed_by": state.get("armed_by"), "expired_at": state["expires_at"]}

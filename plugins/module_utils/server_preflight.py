@@ -21,12 +21,14 @@ import ipaddress
 import json
 import os
 import re
-import shlex
+import shutil
 import stat as stat_module
+import tempfile
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import arg_name, flag_name
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import split_command_line
 
 SGLANG_DEFAULT_HOST = "127.0.0.1"
 SGLANG_DEFAULT_PORT = 30000
@@ -36,10 +38,11 @@ _WILDCARDS = {"0.0.0.0": 4, "::": 6}
 
 
 def exec_start_argv(unit_text: str | None) -> list[str] | None:
-    """argv of the (last) ``ExecStart=`` of a unit file, unquoted like systemd does; None without one.
+    """argv of the (last) ``ExecStart=`` of a unit file, unquoted as systemd does; None without one.
 
     Continuation lines (trailing ``\\``) are joined, the command prefixes (``-``, ``@``, ``:``, ``+``,
-    ``!``) dropped, and ``$$``/``%%`` turned back into ``$``/``%`` (``${VAR}`` references stay as text).
+    ``!``) dropped, and ``%%``/``$$`` turned back into ``%``/``$`` (``${VAR}`` references stay as text).
+    ValueError when systemd could not read it either (unbalanced quoting).
     """
     if not unit_text:
         return None
@@ -58,13 +61,10 @@ def exec_start_argv(unit_text: str | None) -> list[str] | None:
         command = value.strip() or None  # an empty ExecStart= resets the list
     if command is None:
         return None
-    try:
-        argv = shlex.split(command)
-    except ValueError:
-        argv = command.split()
+    argv = split_command_line(command.replace("%%", "%"))  # specifiers are resolved before the line is split
     if argv:
         argv[0] = argv[0].lstrip("-@:+!")
-    return [token.replace("$$", "$").replace("%%", "%") for token in argv if token]
+    return [token.replace("$$", "$") for token in argv]
 
 
 def option_value(argv: Iterable[str], *flags: str) -> str | None:
@@ -94,8 +94,12 @@ def listen_address(argv: Iterable[str] | None) -> tuple[str, int]:
 
 
 def unit_listen_address(unit_text: str | None) -> tuple[str, int]:
-    """(host, port) the server of a unit file listens on."""
-    return listen_address(exec_start_argv(unit_text))
+    """(host, port) the server of a unit file listens on; SGLang's defaults for a unit systemd cannot start (its
+    ExecStart= unreadable), since nothing listens on its behalf."""
+    try:
+        return listen_address(exec_start_argv(unit_text))
+    except ValueError:
+        return listen_address(None)
 
 
 def health_url(host: str, port: int) -> str:
@@ -635,7 +639,6 @@ def _bind_probe(host: str, port: int) -> bool:
 
 
 def _which(program: str) -> str | None:
-    import shutil
     return shutil.which(program, path=os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin", "/usr/bin"]))
 
 
@@ -691,9 +694,35 @@ def preflight_errors(run: Runner, params: Mapping, unit: str, main_pid: int, uni
                                server_identity(params.get("user") or "root", params.get("group")),
                                unit_text=unit_text)
     if params.get("validate_flags", True):
-        errors += sglang_parser_errors(run_python or run, params["python"], unit_argv(unit_text, params),
-                                       argument_fields(params.get("server_args") or {}))
+        try:
+            argv = unit_argv(unit_text, params)
+        except ValueError as exc:
+            errors.append(f"unit: the ExecStart= of the rendered unit cannot be read as systemd reads it: {exc}; "
+                          f"systemd would refuse the unit (check unit_template)")
+        else:
+            errors += sglang_parser_errors(run_python or run, params["python"], argv,
+                                           argument_fields(params.get("server_args") or {}))
     port = port_error(run, unit, params.get("host", SGLANG_DEFAULT_HOST), params["port"], main_pid, current_unit)
     if port:
         errors.append(port)
     return errors
+
+
+def verify_unit(run: Runner, unit: str, unit_text: str, unit_path: str, workdir: str) -> dict:
+    """``systemd-analyze verify`` of the unit a deploy would install, from a temporary file of the unit's name in
+    ``workdir`` (systemd names a unit after its file): ``{verified, skipped, rc, messages}``, the messages about this
+    unit (those about its dependencies left out) naming ``unit_path``. ``skipped`` says why it did not run."""
+    analyze = _which("systemd-analyze")
+    if analyze is None:
+        return {"verified": False, "skipped": "systemd-analyze is not installed on the host", "messages": []}
+    directory = tempfile.mkdtemp(dir=workdir)
+    path = os.path.join(directory, unit)
+    try:
+        with open(path, "w", encoding="utf-8") as handle:
+            handle.write(unit_text)
+        rc, out, err = run([analyze, "verify", path])
+    finally:
+        shutil.rmtree(directory)
+    lines = [line.strip().replace(path, unit_path) for line in f"{err}\n{out}".splitlines() if line.strip()]
+    own = [line for line in lines if unit in line]
+    return {"verified": rc == 0, "skipped": None, "rc": rc, "messages": own or lines}

@@ -65,10 +65,17 @@ options:
   flag_sets:
     description:
       - Candidate flag sets (C(sglang_candidate_flag_sets)), a list of C({name, args}) with an optional boolean
-        C(force). Names must be unique and usable as a directory name; args a non-empty mapping of server arg names.
+        C(force). Names must be unique and usable as a directory name; args a non-empty mapping of server arg names
+        whose values hold no control character (a line break would end its setting in the unit file).
     type: raw
   baseline_args:
-    description: Baseline server args (C(sglang_baseline_args)), a mapping of server arg names.
+    description:
+      - Baseline server args (C(sglang_baseline_args)), a mapping of server arg names; values without control characters.
+    type: raw
+  environment:
+    description:
+      - The service environment of the baseline (C(sglang_environment)), a mapping of variable names
+        (C([A-Za-z_][A-Za-z0-9_]*)) to values without control characters.
     type: raw
   skip_ineffective:
     description: Whether flag candidates the preflight found ineffective are skipped (C(tuning_run_skip_ineffective)), a boolean.
@@ -113,6 +120,7 @@ EXAMPLES = r"""
     policy: "{{ tuning_run_policy }}"
     moe: "{{ tuning_run_moe }}"
     flag_sets: "{{ sglang_candidate_flag_sets | default(omit) }}"
+    environment: "{{ sglang_environment | default(omit) }}"
     inventory_hosts: "{{ groups['all'] }}"
 """
 

@@ -16,8 +16,16 @@ description:
   - Returns the startup log of exactly this start, selected by the systemd invocation id, and its facts (the log parsed
     by the parser of M(llmops.sglang.server_facts), merged with C(/server_info)). The journal the wait followed is
     the log, so it is read once, and no M(llmops.sglang.server_facts) is needed after a deploy.
+  - Every value that reaches the unit is checked on the controller before anything changes. A control character (a
+    line break, a carriage return, NUL, ...) in any of them fails the task naming the option (a line break would end
+    its setting and start another one), and each setting is quoted by its own systemd syntax. A changed unit is
+    checked with C(systemd-analyze verify) on the host (in a temporary file, check mode too) before it replaces the
+    installed one; a unit systemd refuses is never installed.
   - When the new configuration fails to start, the cause is classified from the log, the previous
     unit is restored and restarted, and the task fails naming the cause and SGLang's suggested fix.
+  - Any other failure after the first change (a C(systemctl) call, reading the unit's state) is undone the same way,
+    and the message says what was put back. A first deploy that fails leaves no unit behind (stopped, disabled,
+    removed with its API key file); when putting back fails too, the message holds both errors and where the backups are.
 author:
   - llmops.sglang contributors (@llmops)
 attributes:
@@ -89,12 +97,14 @@ options:
         the journal or this module's result. See C(docs/reliability.md), "Secrets".
     type: str
   environment:
-    description: Environment variables of the service (C(CUDA_VISIBLE_DEVICES), C(SGLANG_MOE_CONFIG_DIR), ...).
+    description:
+      - Environment variables of the service (C(CUDA_VISIBLE_DEVICES), C(SGLANG_MOE_CONFIG_DIR), ...).
+      - Names are variable names (C([A-Za-z_][A-Za-z0-9_]*)); values hold no control character.
     type: dict
     default: {}
   user:
     description:
-      - User the server runs as; it must exist on the host (the C(llmops.sglang.sglang_server) role creates it as a
+      - User the server runs as (a user name or a numeric id); it must exist on the host (the C(llmops.sglang.sglang_server) role creates it as a
         system user without a login shell).
       - The unit is hardened for it (C(systemd-analyze security) below 5.0) with no capabilities, the file system
         read-only but for C(/var/lib/sglang) (HOME) and C(/var/cache/sglang) (HF, Triton and TorchInductor caches)
@@ -109,7 +119,12 @@ options:
     type: path
     default: /
   unit_template:
-    description: Jinja template of the unit, looked up like M(ansible.builtin.template) sources; default the collection's hardened unit.
+    description:
+      - Jinja template of the unit, looked up like M(ansible.builtin.template) sources; default the collection's hardened unit.
+      - Its variables are ready for their settings (quoted, C(%) escaped), C(sglang_unit_name), C(sglang_description),
+        C(sglang_exec_start), C(sglang_user), C(sglang_group), C(sglang_working_directory), C(sglang_api_key_file)
+        (empty without a key), and lists of values C(sglang_environment) (for C(Environment=)),
+        C(sglang_read_only_paths), C(sglang_read_write_paths) and C(sglang_device_allow).
     type: path
   unit_dir:
     description: Directory of the unit file.
@@ -128,7 +143,9 @@ options:
     type: path
     default: /usr/local/libexec/llmops-sglang/sglang_launcher.py
   read_write_paths:
-    description: Paths the server may write besides its state and cache directories (C(ReadWritePaths=); a missing path is ignored).
+    description:
+      - Paths the server may write besides its state and cache directories (C(ReadWritePaths=); a missing path is
+        ignored). Absolute, without C(.) or C(..) components (systemd would ignore such a path).
     type: list
     elements: path
     default: []
@@ -155,6 +172,8 @@ notes:
     (through the action plugin), and not with C(become_user) of an unprivileged user other than the connection's.
   - The previous unit is kept as C(<unit>.llmops-backup) on the host. The API key file's backup exists only while a
     deploy restarts the server (it is restored on rollback and removed otherwise).
+  - The unit gives up after 5 failed starts within an hour (C(StartLimitBurst=), C(StartLimitIntervalSec=)) instead of
+    restarting for good; every restart this module makes resets that count first (C(systemctl reset-failed)).
 seealso:
   - module: llmops.sglang.server_facts
 """
@@ -260,15 +279,26 @@ failure:
   type: dict
   sample: {kind: oom, message: "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static.", suggestion: "..."}
 rolled_back:
-  description: Whether the previous unit was restored after a failed start.
-  returned: on failure
+  description:
+    - Whether the previous configuration is back after a failure that came after the first change (its unit and key
+      file restored, and its server ready again when the deploy had stopped it). False for a failed first deploy.
+  returned: on failure after a change
   type: bool
+unit_verify:
+  description:
+    - What C(systemd-analyze verify) said of the changed unit before it was installed (C(verified), C(rc), C(messages)
+      about this unit), or why it did not run (C(skipped), for example systemd-analyze not installed; a warning says so).
+  returned: when the unit changed (or would, in check mode)
+  type: dict
+  sample: {verified: true, skipped: null, rc: 0, messages: []}
 rollback_seconds:
   description: Seconds from the restart of the restored previous unit until it was ready on its own host and port.
   returned: on failure, when a previous unit was restored
   type: float
 errors:
-  description: Each problem found before anything changed (flags, SGLang's parser, model path, port), naming the field.
+  description:
+    - Each problem found before anything changed (a value that cannot go into the unit, flags, SGLang's parser, model
+      path, port, what systemd-analyze verify refused), naming the field.
   returned: on failure before any change
   type: list
   elements: str
@@ -276,24 +306,23 @@ errors:
 
 import os
 import pwd
-import shutil
 
 from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils._server_facts import startup_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.action_request import read_request
-from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     deprecated_alias_warnings, parse_help_flags, validate_server_args)
-from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import (
-    preflight_errors, unit_health_url)
+from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import preflight_errors, verify_unit
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import (
-    SYSTEMD_ENVIRON, invocation_log, start_failure, unit_state, wait_until_ready)
+    SYSTEMD_ENVIRON, invocation_log, start_failure, unit_state)
+from ansible_collections.llmops.sglang.plugins.module_utils.unit_change import (
+    BACKUP_SUFFIX, DeployError, StartFailed, UnitChange, back_up, discard_backup, read_text, systemctl,
+    write_file)
 
 MODULE = "llmops.sglang.server"
-BACKUP_SUFFIX = ".llmops-backup"
 # HTTP timeout of /server_info for the facts (server_facts' default).
 SERVER_INFO_TIMEOUT_S = 10.0
 
@@ -310,6 +339,7 @@ class ServerDeployment:
         self.unit_path = os.path.join(self.params["unit_dir"], self.unit)
         self.env_path = os.path.join(self.params["env_dir"], f"{self.name}.env")
         self.actions: list[str] = []
+        self.unit_verify: dict | None = None  # what systemd-analyze verify said of a changed unit
         # every command of the deploy; a systemctl that changes the host is not run in check mode
         self.run = CommandRunner(module, environ=SYSTEMD_ENVIRON)
 
@@ -318,13 +348,7 @@ class ServerDeployment:
     def fail(self, msg: str, **extra) -> None:
         self.module.fail_json(msg=msg, unit_path=self.unit_path, actions=self.actions, **extra)
 
-    @staticmethod
-    def read(path: str) -> str | None:
-        try:
-            with open(path, encoding="utf-8") as handle:
-                return handle.read()
-        except FileNotFoundError:
-            return None
+    read = staticmethod(read_text)
 
     def env_content(self) -> str | None:
         key = self.params["api_key"]
@@ -378,23 +402,19 @@ class ServerDeployment:
         if errors:
             self.fail("cannot deploy, nothing was changed: " + "; ".join(errors), errors=errors)
 
+    def verify_unit(self) -> None:
+        """systemd-analyze verify of a changed unit before it replaces the installed one (in check mode too)."""
+        if self.unit_content == self.read(self.unit_path):
+            return
+        self.unit_verify = verify_unit(self.run, self.unit, self.unit_content, self.unit_path, self.module.tmpdir)
+        if self.unit_verify["skipped"]:
+            self.module.warn(f"the unit was not checked with `systemd-analyze verify`: {self.unit_verify['skipped']}")
+        elif not self.unit_verify["verified"]:
+            error = (f"unit: systemd-analyze verify refuses the rendered unit (rc={self.unit_verify['rc']}): "
+                     + "; ".join(self.unit_verify["messages"]))
+            self.fail("cannot deploy, nothing was changed: " + error, errors=[error], unit_verify=self.unit_verify)
+
     # ---- state changes --------------------------------------------------------------------
-    def write_atomically(self, path: str, content: str, mode: int) -> None:
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        write_atomically(path, content.encode("utf-8"), mode)
-
-    def backup(self) -> None:
-        for path in (self.unit_path, self.env_path):
-            if os.path.exists(path):
-                shutil.copy2(path, path + BACKUP_SUFFIX)
-            elif os.path.exists(path + BACKUP_SUFFIX):
-                os.remove(path + BACKUP_SUFFIX)  # a stale backup must not resurrect a file that was absent
-
-    def discard_env_backup(self) -> None:
-        """The key file's backup exists for a rollback only: once the deploy is decided it must not outlive it."""
-        if os.path.exists(self.env_path + BACKUP_SUFFIX):
-            os.remove(self.env_path + BACKUP_SUFFIX)
-
     def install_launcher(self) -> bool:
         """Install (or update) the collection's launcher; True when it changed (or would, in check mode)."""
         path, content = self.params["launcher_path"], self.launcher_content
@@ -408,7 +428,7 @@ class ServerDeployment:
         if unchanged:
             return False
         if not self.module.check_mode:
-            self.write_atomically(path, content, 0o755)
+            write_file(path, content, 0o755)
             os.chown(path, 0, 0)
         self.actions.append("write launcher")
         return True
@@ -426,23 +446,8 @@ class ServerDeployment:
     def enabled(self) -> bool:
         return self.run(["systemctl", "is-enabled", self.unit])[1].strip() == "enabled"
 
-    def restore_backup(self) -> bool:
-        restored = False
-        for path in (self.unit_path, self.env_path):
-            if os.path.exists(path + BACKUP_SUFFIX):
-                os.replace(path + BACKUP_SUFFIX, path)
-                restored = restored or path == self.unit_path
-        return restored
-
     def systemctl(self, *args: str) -> None:
-        rc, out, err = self.run(["systemctl", *args], changes=True)
-        if rc != 0:
-            self.fail(f"systemctl {' '.join(args)} failed: {err.strip() or out.strip()}")
-        self.actions.append(" ".join(args))
-
-    def restart_and_wait(self, health_url: str | None = None):
-        self.systemctl("restart", self.unit)
-        return wait_until_ready(self.run, self.unit, health_url or self.health_url(), self.params["ready_timeout"])
+        systemctl(self.run, self.actions, *args)
 
     # ---- states ---------------------------------------------------------------------------
     def present(self, force_restart: bool) -> dict:
@@ -454,7 +459,8 @@ class ServerDeployment:
         env_changed = old_env != new_env  # a key given, changed or taken away
         launcher_changed = self.install_launcher()  # not a restart: the code only matters at the next start
         state = unit_state(self.run, self.unit)
-        needs_enable = unit_changed or not self.enabled()
+        was_enabled = self.enabled()
+        needs_enable = unit_changed or not was_enabled
         needs_restart = force_restart or unit_changed or env_changed or not state.running
         result = {"changed": unit_changed or env_changed or needs_restart or needs_enable or launcher_changed,
                   "restarted": False,
@@ -468,54 +474,56 @@ class ServerDeployment:
                 result.update(self.facts(state.invocation_id, invocation_log(self.run, state.invocation_id)))
             return result
 
-        self.backup()
-        if unit_changed:
-            self.write_atomically(self.unit_path, new_unit, 0o644)
-            self.actions.append("write unit")
-        if env_changed and new_env is not None:
-            self.write_atomically(self.env_path, new_env, 0o600)
-            self.actions.append("write API key file")
-        elif env_changed:
-            os.remove(self.env_path)
-            self.actions.append("remove API key file")
-        self.systemctl("daemon-reload")
-        if needs_enable:
-            self.systemctl("enable", self.unit)
-        if not needs_restart:
-            self.discard_env_backup()
-            return result
-        ready = self.restart_and_wait()
-        result.update(restarted=True, invocation_id=ready.invocation_id, startup_log=ready.log,
-                      ready_seconds=round(ready.seconds, 3))
-        if not ready.ready:
-            self.handle_failed_start(ready, had_previous=old_unit is not None)
-        result.update(self.facts(ready.invocation_id, ready.log))  # the followed log: the journal is read once
-        self.discard_env_backup()
+        change = UnitChange(self.run, self.unit, self.unit_path, self.env_path, was_enabled=was_enabled,
+                            was_running=state.running, ready_timeout=self.params["ready_timeout"],
+                            actions=self.actions)
+        ready = None
+        try:
+            change.backup()
+            if unit_changed:
+                change.write("unit", new_unit, 0o644)
+            if env_changed:
+                change.write("API key file", new_env, 0o600)
+            change.systemctl("daemon-reload")
+            if needs_enable:
+                change.enable()
+            if needs_restart:
+                ready = change.restart(self.health_url())
+                result.update(restarted=True, invocation_id=ready.invocation_id, startup_log=ready.log,
+                              ready_seconds=round(ready.seconds, 3))
+                if not ready.ready:
+                    raise StartFailed(ready)
+        except BaseException as exc:  # the one way out after a change: undone, then failed
+            self.fail_undone(exc, change)
+        change.finish()
+        if ready is not None:
+            result.update(self.facts(ready.invocation_id, ready.log))  # the followed log: the journal is read once
         return result
 
-    def handle_failed_start(self, ready, had_previous: bool) -> None:
-        facts = parse_startup_log(ready.log)
-        failure = facts.get("error") or start_failure(ready.reason)
-        rolled_back, rollback = False, {}
-        restored_note = "there was no previous unit, so the service is left stopped"
-        self.run(["systemctl", "stop", self.unit], changes=True)
-        if had_previous and self.restore_backup():
-            self.systemctl("daemon-reload")
-            # the previous unit answers on its own host/port, which this deploy may have changed
-            previous = self.restart_and_wait(unit_health_url(self.read(self.unit_path)))
-            rolled_back, rollback = previous.ready, {"rollback_seconds": round(previous.seconds, 3)}
-            restored_note = ("the previous unit was restored and is running again" if previous.ready
-                             else f"the previous unit was restored but did not become ready: {previous.reason}")
-        else:
-            self.actions.append("stop")
-        self.discard_env_backup()
+    def fail_undone(self, error: BaseException, change: UnitChange) -> None:
+        """Undo what the deploy changed, then fail saying what went wrong and what was put back. An interrupt is
+        undone too and goes on."""
+        undo = change.undo()
+        if not isinstance(error, Exception):
+            raise error
+        message, tail, details = self.failure(error)
+        if undo.rollback_seconds is not None:
+            details["rollback_seconds"] = undo.rollback_seconds
+        self.fail(f"{message}; {change.describe(undo)}{tail}", rolled_back=undo.rolled_back, **details)
+
+    @staticmethod
+    def failure(error: Exception) -> tuple[str, str, dict]:
+        """(message, what follows the undo's account, result fields) of what failed: a failed start classified in
+        the operator's terms from its log, else the error itself."""
+        if not isinstance(error, StartFailed):
+            return str(error), "", dict(getattr(error, "details", {}))
+        ready = error.ready
+        failure = parse_startup_log(ready.log).get("error") or start_failure(ready.reason)
         suggestion = failure.get("suggestion")
         lines = "\n".join(failure.get("lines") or [])
-        self.fail(f"SGLang failed to start ({failure['kind']}): {failure['message']}. {ready.reason}; {restored_note}."
-                  + (f" SGLang suggests: {suggestion}" if suggestion else "")
-                  + (f"\nLog lines:\n{lines}" if lines else ""),
-                  failure=failure, rolled_back=rolled_back, startup_log=ready.log, invocation_id=ready.invocation_id,
-                  **rollback)
+        tail = (f". SGLang suggests: {suggestion}" if suggestion else "") + (f"\nLog lines:\n{lines}" if lines else "")
+        return (f"SGLang failed to start ({failure['kind']}): {failure['message']}. {ready.reason}", tail,
+                {"failure": failure, "startup_log": ready.log, "invocation_id": ready.invocation_id})
 
     def stopped(self) -> dict:
         state = unit_state(self.run, self.unit)
@@ -532,8 +540,8 @@ class ServerDeployment:
         if exists and not self.module.check_mode:
             if os.path.exists(self.unit_path):
                 self.systemctl("disable", self.unit)
-            self.backup()
-            self.discard_env_backup()  # the unit's backup is kept; a key is not kept for a removed server
+            back_up((self.unit_path, self.env_path))
+            discard_backup(self.env_path)  # the unit's backup is kept; a key is not kept for a removed server
             for path in (self.unit_path, self.env_path):
                 if os.path.exists(path):
                     os.remove(path)
@@ -583,11 +591,15 @@ def main() -> None:
             if module.params["validate_flags"]:
                 deployment.validate_flags()
             deployment.preflight()
+            deployment.verify_unit()
             result = deployment.present(force_restart=state == "restarted")
-        elif state == "stopped":
-            result = deployment.stopped()
         else:
-            result = deployment.absent()
+            try:
+                result = deployment.stopped() if state == "stopped" else deployment.absent()
+            except DeployError as exc:
+                deployment.fail(str(exc))
+    if deployment.unit_verify is not None:
+        result["unit_verify"] = deployment.unit_verify
     if not module._diff:
         result.pop("diff", None)
     module.exit_json(unit_path=deployment.unit_path, actions=deployment.actions, **result)

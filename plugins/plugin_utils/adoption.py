@@ -18,6 +18,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.decisions import dec
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import adopted_from
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import environment_errors, server_arg_errors
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
 
 RECORD = "adopted.json"
@@ -37,10 +38,22 @@ def latest(run_dir: Path, host: str, stage: str) -> dict | None:
     """The configuration ``stage`` starts from on ``host``: the adopted.json of the most recent stage before it that
     recorded one (the stage registry's ``adopted_from``), with ``stage`` set to the stage that adopted it."""
     for earlier in adopted_from(stage):
-        record = read_json(run_dir / earlier / host / RECORD)
+        path = run_dir / earlier / host / RECORD
+        record = read_json(path)
         if record is not None:
+            _check_unit_values(path, record)
             return {"stage": earlier, **normalized(record)}
     return None
+
+
+def _check_unit_values(path: Path, record: dict) -> None:
+    """The args and environment read back go into a unit (the next stage's, a rollout's): checked as the deploy's own
+    inputs are, before a stage changes anything with them."""
+    errors = (server_arg_errors("args", record.get("args") or {})
+              + environment_errors("environment", record.get("environment") or {}))
+    if errors:
+        raise ValueError(f"{path}: the adopted configuration holds values that cannot go into a unit, so it is not "
+                         f"used: " + "; ".join(errors))
 
 
 def adopt(stage: str, run_dir: Path, measurement_dir: Path, *, args: dict, environment: dict,

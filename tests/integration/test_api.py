@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ansible_collections.llmops.sglang.plugins.action.server import server_command
-from ansible_collections.llmops.sglang.plugins.module_utils.server_args import systemd_exec_line
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import command_line
 from llmops_sglang.api import run
 from llmops_sglang.models import ProgressEvent
 from llmops_sglang.runs import load_sweeps, read_summary
@@ -122,7 +122,7 @@ def expected_units(baseline_unit: str) -> dict[str, str]:
     """The unit of the baseline and the unit of the first candidate (same template, its ExecStart line), both with
     their ExecStart flags sorted (see ``flag_order_free``)."""
     candidate_args = {**DEMO_VARS["sglang_baseline_args"], **FIRST_CANDIDATE["args"]}
-    candidate_exec = systemd_exec_line(server_command({
+    candidate_exec = command_line(server_command({
         "server_args": candidate_args, "model_path": DEMO_VARS["sglang_model_path"],
         "port": DEMO_VARS["sglang_port"], "python": DEMO_VARS["sglang_python"]}))
     lines = baseline_unit.splitlines(keepends=True)

@@ -12,7 +12,8 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.llmops.sglang.plugins.action.server import (
     DEFAULT_DEVICE_ALLOW, DEFAULT_LAUNCHER_PATH, DEFAULT_TEMPLATE, server_command)
-from ansible_collections.llmops.sglang.plugins.module_utils.server_args import systemd_exec_line
+from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import exec_start_argv, unit_setting
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import template_variables
 
 ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN", "enable_fused_moe_sum_all_reduce": True,
         "cuda_graph_bs": [1, 2, 4], "max_running_requests": None, "mem_fraction_static": 0.8}
@@ -21,14 +22,9 @@ ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN", "enable_fused_moe_sum_al
 def render(server_args: dict, api_key: str | None = None, **overrides) -> str:
     """The default template rendered with the variables the action plugin passes (plain Jinja, same filters)."""
     args = {"name": "sglang", "model_path": "/srv/models/m", "port": 30000, "server_args": server_args,
-            "api_key": api_key, **overrides}
+            "api_key": api_key, "environment": {"CUDA_VISIBLE_DEVICES": "0,1"}, **overrides}
     template = jinja2.Environment(keep_trailing_newline=True, trim_blocks=True).from_string(DEFAULT_TEMPLATE.read_text())
-    return template.render(
-        sglang_unit_name="sglang", sglang_model_path=args["model_path"],
-        sglang_exec_start=systemd_exec_line(server_command(args)), sglang_environment={"CUDA_VISIBLE_DEVICES": "0,1"},
-        sglang_env_file="/etc/sglang/sglang.env", sglang_api_key_file="/etc/sglang/sglang.env" if api_key else "",
-        sglang_user="sglang", sglang_group=None, sglang_working_directory="/", sglang_read_write_paths=[],
-        sglang_device_allow=list(DEFAULT_DEVICE_ALLOW))
+    return template.render(template_variables(args, server_command(args), DEFAULT_DEVICE_ALLOW))
 
 
 def test_command_is_canonical_model_host_port_first_then_flags_sorted():
@@ -75,3 +71,38 @@ def test_hardening_of_a_gpu_server():
     assert not any(line.startswith(("MemoryDenyWriteExecute=", "ProcSubset=")) for line in lines)
     # The operator's environment comes after the defaults, so it wins (systemd: the last assignment counts).
     assert unit.index("Environment=HOME=") < unit.index('Environment="CUDA_VISIBLE_DEVICES=0,1"')
+
+
+def test_a_server_that_keeps_failing_is_given_up_after_a_few_starts():
+    """Restart=on-failure with no start limit crash-loops for good (after a reboot too): systemd gives up after 5
+    starts in an hour; a deploy resets the count before its own restart (tests/unit/plugins/modules/test_server_deploy_faults)."""
+    unit = render(ARGS)
+    assert unit_setting(unit, "Restart") == "on-failure"
+    assert unit_setting(unit, "StartLimitIntervalSec") == "1h" and unit_setting(unit, "StartLimitBurst") == "5"
+
+
+def test_hard_values_are_quoted_by_each_settings_syntax():
+    """Spaces, quotes, backslashes, % and $ reach systemd as written; the settings stay one line each."""
+    model = "/srv/my models/it's 100% $HOME"
+    unit = render({"chat_template": 'a "b" \\n %n $x'}, model_path=model,
+                  environment={"A": 'q "x" \\ 50%'}, read_write_paths=["/srv/out dir"])
+    assert exec_start_argv(unit)[exec_start_argv(unit).index("--model-path") + 1] == model
+    assert exec_start_argv(unit)[-1] == 'a "b" \\n %n $x'
+    lines = unit.splitlines()
+    assert "Description=SGLang server sglang (/srv/my models/it's 100%% $HOME)" in lines
+    assert "ReadOnlyPaths='-/srv/my models/it\\'s 100%% $HOME'" in lines
+    assert "ReadWritePaths='-/srv/out dir'" in lines
+    assert 'Environment="A=q \\"x\\" \\\\ 50%%"' in lines
+
+
+def test_a_unit_of_ordinary_values_renders_as_before():
+    """Values without special characters render byte for byte as the earlier template did: no restart on upgrade
+    (beyond the start limit's lines)."""
+    lines = render(ARGS).splitlines()
+    for expected in ("Description=SGLang server sglang (/srv/models/m)", 'Environment="CUDA_VISIBLE_DEVICES=0,1"',
+                     "ReadOnlyPaths=-/srv/models/m", "ExecStart=/opt/sglang/venv/bin/python "
+                     "/usr/local/libexec/llmops-sglang/sglang_launcher.py sglang.launch_server --model-path "
+                     "/srv/models/m --host 127.0.0.1 --port 30000 --cuda-graph-bs 1 2 4 "
+                     "--enable-fused-moe-sum-all-reduce --mem-fraction-static 0.8 --speculative-algorithm NEXTN "
+                     "--tp-size 4"):
+        assert expected in lines, expected

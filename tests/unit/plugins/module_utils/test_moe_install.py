@@ -7,6 +7,7 @@ BLOCK_SIZE_M, the RTX PRO 6000 pair does not (upstream ships it that way).
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils import moe_install
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
     RequestedConfig,
@@ -166,6 +168,30 @@ def test_failed_step_restores_what_was_already_installed(tmp_path):
         apply_changes(changes, str(tmp_path / "backups"), keep_backup=False)
     assert (install_dir / H200_UP).read_text() == "old up\n"
     assert sorted(p.name for p in install_dir.iterdir()) == [H200_UP, H200_DOWN]  # no temp files left
+
+
+def test_a_restore_that_fails_too_reports_both_errors_and_keeps_the_backup(tmp_path, monkeypatch):
+    """ENOSPC while installing, and again while restoring: the message holds both errors and where the backup is, and
+    the backup stays (a bare errno and a half-written config dir before)."""
+    install_dir = tmp_path / "configs" / "triton_3_6_0"
+    install_dir.mkdir(parents=True)
+    (install_dir / H200_UP).write_text("old up\n")
+    changes = install_changes(str(install_dir), [_fixture(H200_UP), _fixture(H200_DOWN)])
+    real_write = moe_install.write_atomically
+
+    def disk_full_after_the_backup(path, data, mode=0o644):
+        if str(install_dir) in path and path.endswith(H200_DOWN) or path.endswith(H200_UP) and data == b"old up\n":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real_write(path, data, mode)
+    monkeypatch.setattr(moe_install, "write_atomically", disk_full_after_the_backup)
+    with pytest.raises(ValueError) as failed:
+        apply_changes(changes, str(tmp_path / "backups"), keep_backup=False)
+    [backup_dir] = list((tmp_path / "backups").iterdir())
+    message = str(failed.value)
+    assert message.startswith(f"installing {install_dir / H200_DOWN} failed ([Errno 28] No space left on device), "
+                              f"and restoring failed too ([Errno 28] No space left on device)"), message
+    assert f"the backup is {backup_dir}" in message and "moe_configs state=restored" in message, message
+    assert json.loads((backup_dir / "manifest.json").read_text())["entries"][0]["path"] == str(install_dir / H200_UP)
 
 
 def test_backup_is_dropped_when_not_kept(tmp_path):

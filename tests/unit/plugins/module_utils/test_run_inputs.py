@@ -25,6 +25,7 @@ def good_inputs() -> dict:
         "flag_sets": DEMO["sglang_candidate_flag_sets"], "baseline_args": DEMO["sglang_baseline_args"],
         "skip_ineffective": DEFAULTS["tuning_run_skip_ineffective"],
         "emulator_time_scale": DEMO["tuning_run_emulator_time_scale"], "inventory_hosts": ["gpu1", "gpu2"],
+        "environment": DEMO["sglang_environment"],
     })
 
 
@@ -110,6 +111,19 @@ def test_the_role_defaults_and_the_demo_inventory_can_work() -> None:
 def test_each_problem_names_the_variable_and_what_is_expected(path: list, value, message: str) -> None:
     errors = errors_with(path, value)
     assert any(error.startswith(message) for error in errors), errors
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (["baseline_args", "chat_template"], "chatml\n", "sglang_baseline_args.chat_template: contains a newline"),
+    (["flag_sets", 0, "args", "cuda_graph_bs"], [1, "2\rx"],
+     "sglang_candidate_flag_sets[0].args.cuda_graph_bs[1]: contains a carriage return"),
+    (["environment"], {"FOO": "x\nExecStartPre=+/bin/true"}, "sglang_environment.FOO: contains a newline"),
+    (["environment"], {"1FOO": "x"}, "sglang_environment: '1FOO' is not a variable name"),
+])
+def test_values_that_would_leave_their_unit_setting_are_refused_before_the_run(path: list, value, message: str) -> None:
+    """The run's inputs were checked for flag names only; a value with a line break reached the unit."""
+    errors = errors_with(path, value)
+    assert [error for error in errors if error.startswith(message)], errors
 
 
 def test_values_are_taken_like_module_arguments() -> None:

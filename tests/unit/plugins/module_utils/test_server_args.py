@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
-    deprecated_alias_warnings, parse_help_flags, systemd_exec_line, to_cli_args, validate_server_args)
+    deprecated_alias_warnings, parse_help_flags, to_cli_args, validate_server_args)
 
 # Shaped like argparse's --help of `python -m sglang.launch_server` (options wrap across lines).
 HELP = """usage: launch_server.py [-h] --model-path MODEL_PATH [--tp-size TP_SIZE]
@@ -29,11 +29,6 @@ def test_mapping_becomes_sglang_flags():
                         "json_model_override_args": {"rope_scaling": {"type": "yarn", "factor": 4.0}}})
     assert argv == ["--tp-size", "4", "--enable-flashinfer-allreduce-fusion", "--cuda-graph-bs", "1", "2", "4",
                     "--json-model-override-args", '{"rope_scaling":{"factor":4.0,"type":"yarn"}}']
-
-
-def test_exec_line_escapes_systemd_specifiers_and_variables():
-    line = systemd_exec_line(["/opt/venv/bin/python", "--json", '{"a": "50%"}', "--x", "$HOME"])
-    assert line == "/opt/venv/bin/python --json '{\"a\": \"50%%\"}' --x '$$HOME'"
 
 
 def test_help_parsing_knows_values_switches_choices_and_aliases():

@@ -116,7 +116,9 @@ def test_restore_puts_the_snapshot_back_and_restarts(tmp_path, systemctl_log):
     assert unit.read_text() == "adopted unit\n"
     assert env.read_text() == "SGLANG_API_KEY=k\n" and env.stat().st_mode & 0o777 == 0o600
     assert not created.exists()
-    assert systemctl_log.read_text().splitlines() == ["stop ray-head.service", "daemon-reload", "restart sglang.service"]
+    # the start limit an abandoned candidate's crash loop hit must not refuse the adopted configuration's start
+    assert systemctl_log.read_text().splitlines() == ["stop ray-head.service", "daemon-reload",
+                                                      "reset-failed sglang.service", "restart sglang.service"]
     assert record["action"] == "restart" and record["armed_by"] == "run/flags"
 
 

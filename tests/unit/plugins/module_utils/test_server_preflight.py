@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import server_preflight as pre
-from ansible_collections.llmops.sglang.plugins.module_utils.server_args import systemd_exec_line
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import command_line
 
 EMULATOR = Path(__file__).resolve().parents[3] / "emulator"
 TEMPLATE = Path(__file__).resolve().parents[4] / "roles" / "sglang_server" / "templates" / "sglang.service.j2"
@@ -28,7 +28,7 @@ def unit_with(exec_start: str, **settings: str) -> str:
 def test_exec_start_of_the_rendered_command_round_trips():
     argv = ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/srv/models/My Model",
             "--host", "0.0.0.0", "--port", "30001", "--json-model-override-args", '{"a": "$x 100%"}']
-    assert pre.exec_start_argv(unit_with(systemd_exec_line(argv))) == argv
+    assert pre.exec_start_argv(unit_with(command_line(argv))) == argv
 
 
 def test_exec_start_behind_a_launcher_with_continuations_and_prefix():
@@ -38,6 +38,24 @@ def test_exec_start_behind_a_launcher_with_continuations_and_prefix():
     assert argv[0] == "/opt/sglang/venv/bin/python"
     assert pre.launch_server_args(argv) == ["--model-path", "/srv/m", "--port=31000", "--tp-size", "4"]
     assert pre.unit_listen_address(unit) == ("127.0.0.1", 31000)
+
+
+def test_exec_start_is_unquoted_by_systemds_rules_not_a_shells():
+    """systemd reads C escapes inside single quotes too: '\\n' is a newline to it, where a shell keeps it."""
+    assert pre.exec_start_argv(unit_with("/py --a 'x\\ny' --b \"it\\'s\" --c 'q'\"r\"s")) == [
+        "/py", "--a", "x\ny", "--b", "it's", "--c", "qrs"]
+    assert pre.exec_start_argv(unit_with(command_line(["/py", "--t", "a\\nb"])))[-1] == "a\\nb"
+
+
+@pytest.mark.parametrize("exec_start", ["/py --chat-template 'chatml", "/py --x \"a"])
+def test_unbalanced_quoting_is_an_error_not_a_guess(exec_start):
+    """The preflight parsed such a line with str.split() and passed the truncated argv; systemd refuses the unit."""
+    with pytest.raises(ValueError, match="unbalanced quoting|ends with a backslash"):
+        pre.exec_start_argv(unit_with(exec_start))
+    params = {"model_path": "org/model", "port": 30000, "python": "/py", "validate_flags": True}
+    errors = pre.preflight_errors(lambda argv: (0, "", ""), params, "sglang.service", 0, unit_with(exec_start))
+    assert errors[0].startswith("unit: the ExecStart= of the rendered unit cannot be read as systemd reads it: ")
+    assert pre.unit_listen_address(unit_with(exec_start + " --port 1")) == ("127.0.0.1", 30000)
 
 
 def test_the_last_exec_start_counts_and_an_empty_one_resets():
@@ -72,7 +90,7 @@ def test_health_url(host, url):
 
 
 def test_unit_health_url_is_the_units_own_port():
-    unit = unit_with(systemd_exec_line(["/py", "/launcher.py", "sglang.launch_server", "--model-path", "/m",
+    unit = unit_with(command_line(["/py", "/launcher.py", "sglang.launch_server", "--model-path", "/m",
                                         "--host", "127.0.0.1", "--port", "30000"]))
     assert pre.unit_health_url(unit) == "http://127.0.0.1:30000/health"
 
@@ -431,7 +449,7 @@ def test_preflight_errors_collects_every_problem(monkeypatch):
     params = {"model_path": "/srv/models/nope", "host": "127.0.0.1", "port": 30001, "server_args": {"tp_size": "four"},
               "python": sys.executable, "user": "root", "group": None, "working_directory": "/",
               "validate_flags": True}
-    unit_text = unit_with(systemd_exec_line(argv))
+    unit_text = unit_with(command_line(argv))
 
     def run(argv):
         if argv[0] == "/usr/bin/ss":

@@ -51,6 +51,24 @@ def test_a_stage_starts_from_the_latest_earlier_adoption_read_with_the_current_n
     assert adoption.latest(RUN, "gpu9", "report") is None
 
 
+@pytest.mark.parametrize(("record", "message"), [
+    ({"args": {"chat_template": "chatml\nExecStartPre=+/bin/true"}}, "args.chat_template: contains a newline"),
+    ({"environment": {"FOO": "x\nExecStartPre=+/bin/true"}}, "environment.FOO: contains a newline"),
+    ({"environment": {"FOO BAR": "x"}}, "environment: 'FOO BAR' is not a variable name"),
+])
+def test_an_adopted_configuration_read_back_is_checked_like_the_deploys_inputs(tmp_path, record, message):
+    """A later stage and the rollout deploy what a run directory says was adopted: a record edited to hold a line break
+    must not reach a unit (nor install MoE configs on the way)."""
+    run = tmp_path / "run"
+    shutil.copytree(RUN, run)
+    path = run / "baseline" / HOST / "adopted.json"
+    path.write_text(json.dumps({**read(path), **record}), encoding="utf-8")
+    with pytest.raises(ValueError) as refused:
+        adoption.latest(run, HOST, "flags")
+    assert str(refused.value).startswith(f"{path}: the adopted configuration holds values that cannot go into a unit")
+    assert message in str(refused.value)
+
+
 def test_the_verdict_on_a_recorded_trial_is_the_one_the_run_recorded():
     adopted = adoption.latest(RUN, HOST, "flags")
     recorded = read(FUSION / "decision.json")
