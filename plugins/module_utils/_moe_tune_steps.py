@@ -198,8 +198,9 @@ def _tune_plan(module, plan: dict, config_bytes: bytes, model_config: dict, sgla
         if errors:
             raise ValueError(f"gate_up_config: {params['gate_up_config']} is not a valid up config: {'; '.join(errors)}")
         gate_up_sha = sha256_of(gate_up_bytes)
-    inputs = {"file_name": plan["file_name"], "kernel": plan["kernel"], "tuner_args": params["tuner_args"],
-              "engine": params["engine"], "engine_version": ENGINE_VERSION if params["engine"] == "llmops" else None,
+    # The engine's keys only where it runs: SGLang-tuner checkpoints of earlier releases of the collection stay valid.
+    engine = {"engine": "llmops", "engine_version": ENGINE_VERSION} if params["engine"] == "llmops" else {}
+    inputs = {**engine, "file_name": plan["file_name"], "kernel": plan["kernel"], "tuner_args": params["tuner_args"],
               "tp_size": params["tp_size"], "ep_size": params["ep_size"], "sglang_version": sglang_version,
               "model_config_sha256": sha256_of(config_bytes), "gate_up_sha256": gate_up_sha,
               "search_space": summary["mode"],
