@@ -418,6 +418,8 @@ def test_hidden_by_the_units_sandboxing(model: Path, monkeypatch):
     assert pre.hidden_by_unit("/tmp/q", unit_with("/x", PrivateTmp="yes")) == "PrivateTmp=yes"
     assert pre.hidden_by_unit("/srv/models/q", unit_with("/x", ProtectHome="yes", PrivateTmp="yes")) is None
     assert pre.hidden_by_unit("/homework/q", unit_with("/x", ProtectHome="yes")) is None
+    # Where the model really is decides, not where pytest put it (a checkout under /tmp would be hidden itself).
+    monkeypatch.setattr(pre.os.path, "realpath", lambda path: "/srv/models/Qwen")
     assert pre.model_path_errors(str(model), "/", None, unit_text=unit_with("/x", PrivateTmp="yes")) == []
     monkeypatch.setattr(pre.os.path, "realpath", lambda path: "/tmp/models/Qwen")  # the model seen through a link
     assert pre.model_path_errors(str(model), "/", None, unit_text=unit_with("/x", PrivateTmp="yes")) == [
