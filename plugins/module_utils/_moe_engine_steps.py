@@ -12,14 +12,13 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import tempfile
 
 from ansible_collections.llmops.sglang.plugins.module_utils import moe_engine
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import (
     compute_bound_search_space, read_search_space_file)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
-    TuneError, log_tail, merge_into_checkpoint, read_checkpoint, run_tuner, tuner_environment)
+    TuneError, invocation_dir, log_tail, merge_into_checkpoint, read_checkpoint, run_tuner, tuner_environment)
 
 # Seconds the engine keeps of the task's time to report and write its checkpoint before the tuner-style kill.
 DEADLINE_MARGIN_S = 30.0
@@ -67,7 +66,7 @@ def run_engine(module, plan: dict, chunk: list[int], timeout_s: float, on_start)
     job = engine_job(params, plan, chunk, timeout_s)
     job_path = os.path.join(work, "job.json")
     write_atomically(job_path, json.dumps(job, indent=1).encode())
-    run_dir = tempfile.mkdtemp(prefix="engine-", dir=_runs_dir(params["work_dir"]))
+    run_dir = invocation_dir(params["work_dir"], "engine-")
     env = tuner_environment(dict(os.environ), params["environment"])
     run = run_tuner([params["python"], program, job_path], run_dir, env, timeout_s, on_start=on_start)
     if run.rc != 0 or run.timed_out:
@@ -101,12 +100,6 @@ def engine_summary(result: dict, kernel: str) -> dict:
             "failures": result["failures"], "wall_s": result["wall_s"], "gpus": result["gpus"],
             "gpu_minutes": result["gpu_minutes"], "resumed_batch_sizes": result["resumed_batch_sizes"],
             "per_batch_size": per_m}
-
-
-def _runs_dir(work_dir: str) -> str:
-    parent = os.path.join(work_dir, "runs")
-    os.makedirs(parent, exist_ok=True)
-    return parent
 
 
 def _engine_failure(plan: dict, chunk: list[int], run, run_dir: str) -> TuneError:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import tempfile
 import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils._moe_engine_steps import (
@@ -31,7 +30,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import (
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuner_output import (
     parse_tuner_benchmark_output, parse_tuner_tune_output)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
-    DOWN_TUNER, MAIN_TUNER, TuneError, TunerInvocation, chunks, final_output, fingerprint, log_tail,
+    DOWN_TUNER, MAIN_TUNER, TuneError, TunerInvocation, chunks, final_output, fingerprint, invocation_dir, log_tail,
     merge_into_checkpoint, ray_cluster_gpus, ray_workers, read_checkpoint, read_tuner_cli, run_tuner, run_tuners,
     sha256_of, size_runs, step_request, tuner_command, tuner_device_name, tuner_environment, visible_devices)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_validation import validate_config
@@ -225,12 +224,6 @@ def _tune_plan(module, plan: dict, config_bytes: bytes, model_config: dict, sgla
             "output_file": output_file, "output_current": output_current}
 
 
-def _invocation_dir(work_dir: str, prefix: str) -> str:
-    parent = os.path.join(work_dir, "runs")
-    os.makedirs(parent, exist_ok=True)
-    return tempfile.mkdtemp(prefix=prefix, dir=parent)
-
-
 def _chunk_shares(plan: dict, chunk: list[int]) -> list[tuple[list[int], str | None]]:
     """(batch sizes, device) of each tuner process of a chunk.
 
@@ -248,7 +241,7 @@ def _chunk_shares(plan: dict, chunk: list[int]) -> list[tuple[list[int], str | N
 
 def _chunk_invocation(params: dict, plan: dict, sizes: list[int], device: str | None,
                       env: dict[str, str]) -> TunerInvocation:
-    run_dir = _invocation_dir(params["work_dir"], f"{plan['kernel']}-M{sizes[0]}-")
+    run_dir = invocation_dir(params["work_dir"], f"{plan['kernel']}-M{sizes[0]}-")
     argv = tuner_command(params["python"], plan["tuner_dir"], kernel=plan["kernel"], mode="tune",
                          model_path=params["model_path"], tp_size=params["tp_size"], ep_size=params["ep_size"],
                          tuner_args=params["tuner_args"], batch_sizes=sizes, cli=plan["tuner_cli"],
@@ -347,7 +340,7 @@ def _finish_step(module, request: dict) -> dict:
 def _benchmark_step(module, request: dict, work: Work) -> dict:
     """Kernel times with the installed configs: one tuner run, or one per batch size where the tuner takes one."""
     params, plan = module.params, request["plan"]
-    run_dir = _invocation_dir(params["work_dir"], "benchmark-")
+    run_dir = invocation_dir(params["work_dir"], "benchmark-")
     deadline = time.monotonic() + request["timeout"]
     results, seconds = {}, 0.0
     for sizes in size_runs(plan["batch_sizes"], plan["tuner_cli"]):

@@ -28,6 +28,7 @@ written atomically only when every (kernel, M) is tuned. Exit codes: 0 done, 2 b
 from __future__ import annotations
 
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -223,8 +224,6 @@ class Release:
     """The installed SGLang's kernel, launch path, default config and file names (imported, never copied)."""
 
     def __init__(self, job: dict) -> None:
-        import inspect
-
         import torch
         import triton
 
@@ -270,7 +269,6 @@ class Release:
         return full_config(self.config.get_default_config(m, e, n, hidden, topk, None, False, None))
 
     def file_name(self, shape: dict, kernel: str) -> str:
-        import inspect
         params = inspect.signature(self.config.get_config_file_name).parameters
         kwargs = {"down_moe": True} if kernel == "down" and "down_moe" in params else {}
         if kernel == "down" and not kwargs:
@@ -705,8 +703,10 @@ class Engine:
             self.job = {**self.job, "kernels": main_bench.kernels(self.job["kernels"])}
             self.device = self._wait_ready(self.timers, len(self.job["gpus"]))
             emit("ready", device=self.device["name"], gpus=len(self.job["gpus"]))
-            self.candidates = {k: candidates(self.job["configs"], main_bench.defaults(k)) for k in self.job["kernels"]}
-            self.defaults = {k: {m: main_bench.default_key(m, k) for m in self.sizes} for k in self.job["kernels"]}
+            defaults = {k: main_bench.defaults(k) for k in self.job["kernels"]}
+            self.candidates = {k: candidates(self.job["configs"], defaults[k]) for k in self.job["kernels"]}
+            self.defaults = {k: {m: config_key(config) for m, config in zip(self.sizes, defaults[k])}
+                             for k in self.job["kernels"]}
             todo = self._todo_sizes()
             self.resumed = len(self.sizes) - len(todo)
             if todo:
@@ -888,11 +888,10 @@ class Engine:
     def _result(self, main_bench) -> dict:
         done = self.checkpoint["done"]
         kernels = self.job["kernels"]
-        configs = {k: {**self.candidates[k]} for k in kernels}
         files = {}
         for kernel in kernels:
             picks = {m: done[str(m)]["pick"][kernel] for m in self.sizes}
-            files[kernel] = {"name": main_bench.file_name(kernel), "configs": sglang_file(picks, configs[kernel])}
+            files[kernel] = {"name": main_bench.file_name(kernel), "configs": sglang_file(picks, self.candidates[kernel])}
         wall = time.time() - self.start
         per_m = {str(m): done[str(m)] for m in self.sizes}
         failures: dict[str, int] = {}
@@ -939,9 +938,6 @@ class _MainSide:
 
     def defaults(self, kernel: str) -> list[dict]:
         return [self.release.default_config(m, self.job["shape"], kernel) for m in self.job["batch_sizes"]]
-
-    def default_key(self, m: int, kernel: str) -> str:
-        return config_key(self.release.default_config(m, self.job["shape"], kernel))
 
     def file_name(self, kernel: str) -> str:
         return self.release.file_name(self.job["shape"], kernel)

@@ -23,6 +23,7 @@ import os
 import re
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
@@ -335,6 +336,13 @@ class TunerInvocation:
     argv: list[str]
     cwd: str  # gets the invocation's tuner.out and tuner.err
     env: dict[str, str]
+
+
+def invocation_dir(work_dir: str, prefix: str) -> str:
+    """A fresh directory under ``<work_dir>/runs`` for one tuner or engine invocation (its output and logs)."""
+    parent = os.path.join(work_dir, "runs")
+    os.makedirs(parent, exist_ok=True)
+    return tempfile.mkdtemp(prefix=prefix, dir=parent)
 
 
 def run_tuner(argv: list[str], cwd: str, env: dict[str, str], timeout_s: float,
