@@ -9,9 +9,9 @@ import chain needs travel). Phases, any subset per call (`--phases`), each writi
 - engine: `python plugins/module_utils/moe_engine.py JOB` exactly as llmops.sglang.moe_tune runs it: up + down, every
   default batch size, the prefiltered space (configs whose shared memory cannot fit dropped before compiling), all
   CPU cores compiling, this GPU timing.
-- exhaustive: every config that compiled, timed at every batch size in the engine's regime (one warm replay + one
-  timed), the 5 fastest per (kernel, M) and the engine's picks re-timed interleaved (`--final-reps`); the engine's
-  joint up+down time against the exhaustive joint best (the same BLOCK_SIZE_M rule).
+- exhaustive: every config that compiled, timed at every batch size with the engine's screen (4 launches queued
+  behind a GPU-side wait, so the events time kernels, not launches), the 5 fastest per (kernel, M) and the
+  engine's picks re-timed interleaved (`--final-reps`); the engine's joint up+down time against the exhaustive joint best (the same BLOCK_SIZE_M rule).
 - sglang: SGLang's own tuning method (benchmark_config of benchmark/kernels/fused_moe_triton/
   tuning_fused_moe_triton.py, sglang commit 00e96592: per config, the fused MoE with that config for both GEMMs is
   compiled in the tuning process, captured 10 times in a CUDA graph, replayed 5 times to warm up, then 10 timed
@@ -155,10 +155,11 @@ def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict)
             if compiled.get(f"{kernel}/{key}", "ok") != "ok":
                 continue
             try:
-                for m in sizes:
-                    screen[kernel][m][key] = statistics.median(bench.eager_times(kernel, m, config, 4))
+                times = bench.screen_times(kernel, config, sizes, 4)
             except Exception:  # noqa: BLE001 - configs that cannot load or launch are not candidates
                 continue
+            for m in sizes:
+                screen[kernel][m][key] = statistics.median(times[m])
     screen_s = time.time() - start
     rows = {}
     for m in sizes:
@@ -182,7 +183,7 @@ def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict)
         rows[str(m)] = {"engine": picked, "engine_us": ours, "best": best, "best_us": best_us,
                         "ratio": ours / best_us, "default_us": final["up"][default] + final["down"][default],
                         "configs_timed": {k: len(screen[k][m]) for k in screen}}
-    return {"screen_s": round(screen_s, 1), "space": len(space), "per_m": rows,
+    return {"screen_s": round(screen_s, 1), "screens_held_again": bench.held_again, "space": len(space), "per_m": rows,
             "worst_ratio": max(row["ratio"] for row in rows.values())}
 
 

@@ -13,7 +13,7 @@ import math
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine import (
-    CONFIG_KEYS, JobError, best_per_block_m, candidates, config_key, fingerprint, full_config, joint_pick, median,
+    CONFIG_KEYS, JobError, batch_size_groups, best_per_block_m, candidates, config_key, fingerprint, full_config, joint_pick, median,
     read_checkpoint, refine_set, sglang_file, validate_job, write_json_atomically)
 
 # SGLang's BF16 default configs (get_default_config, CUDA branch): num_warps/num_stages left to Triton.
@@ -80,6 +80,13 @@ def test_median_and_best_per_block_m():
     best = best_per_block_m({"M16_N32_K64_G1_w4_s3": 5.0, "M16_N64_K64_G1_w4_s3": 4.0, "M32_N64_K64_G1_w4_s3": 6.0,
                              "M64_N64_K64_G1_w4_s3": math.inf})
     assert best == {16: ("M16_N64_K64_G1_w4_s3", 4.0), 32: ("M32_N64_K64_G1_w4_s3", 6.0)}
+
+
+def test_batch_size_groups_gather_the_batch_sizes_of_each_binary():
+    up, mid, large = object(), object(), object()
+    binary_of = {4096: large, 1: up, 2: mid, 512: mid, 1024: large}
+    assert batch_size_groups(binary_of) == [[1], [2, 512], [1024, 4096]]
+    assert batch_size_groups({}) == []
 
 
 def test_joint_pick_takes_the_fastest_up_plus_down_not_the_fastest_up():
