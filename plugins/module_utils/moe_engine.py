@@ -307,9 +307,13 @@ class Release:
         return args["C"]
 
 
-def replay_times(torch, graph, reps: int) -> list[float]:
-    """Microseconds of each of ``reps`` replays of ``graph``, each between two CUDA events; the graph is freed."""
+def replay_times(torch, graph, reps: int, hold_cycles: int = 0) -> list[float]:
+    """Microseconds of each of ``reps`` replays of ``graph``, each between two CUDA events; the graph is freed.
+    ``hold_cycles``: the replays queue behind a GPU-side wait of that many clock cycles, so no replay's time holds
+    the GPU's wait for its own submission (SGLang's tuner times without one: 0)."""
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _rep in range(reps)]
+    if hold_cycles:
+        torch.cuda._sleep(hold_cycles)
     for begin, end in events:
         begin.record()
         graph.replay()
@@ -479,7 +483,8 @@ class TritonBench:
 
     def graph_times(self, kernel: str, m: int, config: dict, reps: int) -> list[float]:
         """Microseconds per launch: ``reps`` replays of a CUDA graph of ``launches`` launches (routing i, weight
-        copy i), after one eager launch (loads the binary) and one warm-up replay."""
+        copy i), after one eager launch (loads the binary) and one warm-up replay; the replays queue behind a
+        GPU-side wait as the screen's launches do."""
         torch, problem = self.torch, self.problem(kernel)
         launches = self.job["timing"]["launches"]
         self.release.launch(problem, m, config, 0, 0)
@@ -492,7 +497,7 @@ class TritonBench:
             for routing in range(launches):
                 self.release.launch(problem, m, config, routing, routing)
         graph.replay()
-        return [t / launches for t in replay_times(torch, graph, reps)]
+        return [t / launches for t in replay_times(torch, graph, reps, int(self._hold_cycles_per_launch * reps))]
 
     def screen_times(self, kernel: str, config: dict, sizes: list[int], launches: int) -> dict[int, list[float]]:
         """Microseconds of ``launches`` eager launches (routing i each, each between two CUDA events) at every M
