@@ -71,8 +71,15 @@ SHAPES = {
 }
 MODEL_DIR = os.path.join(ROOT, "tests", "emulator", "models", "Qwen3.5-122B-A10B")
 # The device command of the recorded run (benchmarks/README.md, "MoE engine on a GPU", sets up PYTHONPATH first).
-RUN_COMMAND = ("python3 benchmarks/moe_engine_gpu.py --shape qwen35-122b-tp4 --workers 15 --deadline 470 --budget 555 "
-               "--final-reps 4 --sample 8 --server-ms 1,16 --phases=engine,lookup,sglang,exhaustive,server")
+# The device calls behind benchmarks/results/moe_engine_gpu.json, per shape (benchmarks/README.md says how to run them).
+RUN_COMMANDS = {
+    "qwen35-122b-tp4": "python3 benchmarks/moe_engine_gpu.py --shape qwen35-122b-tp4 --workers 15 --deadline 330 "
+                       "--budget 560 --final-reps 4 --sample 8 --server-ms 1,16 "
+                       "--phases=engine,exhaustive,lookup,sglang,server",
+    "qwen3-30b-tp1": "python3 benchmarks/moe_engine_gpu.py --shape qwen3-30b-tp1 --workers 15 --deadline 300 "
+                     "--budget 545 --final-reps 6 --sample 8 --server-ms 1,16 "
+                     "--phases=engine,exhaustive,lookup,sglang,server",
+}
 
 
 def engine_shape(spec: dict) -> dict:
@@ -379,7 +386,7 @@ def report(args) -> int:
         return 1
     lines = {name: summary(p["engine"]["device"]["name"], name, p) for name, p in shapes.items() if "engine" in p}
     first = "qwen35-122b-tp4" if "qwen35-122b-tp4" in lines else sorted(lines)[0]
-    data = {"date": time.strftime("%Y-%m-%d"), "command": RUN_COMMAND,
+    data = {"date": time.strftime("%Y-%m-%d"), "commands": {name: RUN_COMMANDS.get(name) for name in shapes},
             "shapes": shapes, "summaries": lines, "summary": lines[first]}
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     moe_engine.write_json_atomically(RESULTS, data)

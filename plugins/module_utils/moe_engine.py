@@ -980,8 +980,11 @@ class _MainSide:
                       "kernel_source_sha256": self.release.kernel_source_sha256, "align": self.release.align_source}
 
     def kernels(self, requested) -> list[str]:
-        """``auto``: up, and down where this release reads a separate down file (it shares up's BLOCK_SIZE_M)."""
+        """``auto``: up, and down where this release reads a separate down file (it shares up's BLOCK_SIZE_M).
+        Named kernels are checked here, before any compile: a down kernel the release never reads is refused."""
         if requested != "auto":
+            for kernel in requested:
+                self.file_name(kernel)
             return list(requested)
         try:
             self.file_name("down")
