@@ -51,7 +51,10 @@ def _condition_holds(name: str, expected, server_args: dict, context: dict, know
 def _arg_set(server_args: dict, name: str, known_flags: dict | None, version: str | None) -> bool:
     """Whether ``name`` (a rule's flag, in any release's name) is requested in ``server_args`` (release names)."""
     rename = BY_OLD.get(name)
-    if rename is not None and status(rename, known_flags, version) != "current":
+    state = status(rename, known_flags, version) if rename is not None else "current"
+    if state == "gone":
+        return False  # the release has no such setting: its parser refuses the request before any rule matters
+    if state != "current":
         return requested_in_release(rename, server_args)
     return bool(server_args.get(name))
 

@@ -202,7 +202,8 @@ def gone_error(rename: Rename, version: str | None = None, known_flags: Mapping[
         return (f"server_args.{rename.old}: {release} has neither {_flag(rename.old)} nor {_flag(rename.new)} "
                 f"(removed in {rename.gone}); drop it")
     spec = (known_flags or {}).get(rename.new)
-    choices = (spec.get("choices") if isinstance(spec, Mapping) else None) or list(rename.instead)
+    offered = (spec.get("choices") if isinstance(spec, Mapping) else None) or list(rename.instead)
+    choices = [value for value in rename.instead if value in offered] or offered  # the closest first
     return (f"server_args.{rename.old}: {release} has no {_flag(rename.old)}, and its {_flag(rename.new)} no longer "
             f"takes {rename.const} (removed in {rename.gone}); choose {_flag(rename.new)} from "
             f"{', '.join(choices)} (server_args `{rename.new}: {choices[0]}`)")
@@ -256,7 +257,7 @@ def translate_args(server_args: Mapping[str, Any], known_flags: Mapping[str, Any
     errors: list[str] = []
     for name, value in server_args.items():
         rename = BY_OLD.get(name)
-        if rename is not None and _has_old(rename, known_flags, version):
+        if rename is not None:
             state = status(rename, known_flags, version)
             applies, fields = reads_as(rename, value, server_args)
             if state == "alias":
