@@ -172,6 +172,17 @@ def test_the_gpu_count_of_attention_dp(version, dump, gpus):
     assert deployment_gpus(_dp_log(version, **dump), None, None)[0] == gpus
 
 
+@pytest.mark.parametrize("request_args", [{"attn_dp_size": 2}, {"dp_size": 2, "enable_dp_attention": True}])
+def test_a_rule_on_dp_attention_reads_it_in_0_5_22s_name(request_args):
+    """0.5.22 arg_groups/overrides.py lines 947-956 auto-enable the FlashInfer fusion only
+    ``and not attn_dp_enabled_of(view)`` (runtime_context.py line 199: ``attn_dp_size > 1``)."""
+    findings = evaluate_flag_rules(RULES, {"enable_flashinfer_allreduce_fusion": True, **request_args},
+                                   {"sm": "sm90", "gpu_name": "NVIDIA_H100_80GB_HBM3", "sglang_version": V22,
+                                    "help_text": _help(V22)})
+    assert [finding["id"] for finding in findings] == ["allreduce-fusion-dp-attention"]
+    assert findings[0]["flag"] == "flashinfer_allreduce_fusion_backend=auto"
+
+
 # --- item 5: three-state flags ----------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("version", (V22, V23))
