@@ -49,8 +49,8 @@ HELP_0523 = """  --enable-tf32-matmul, --no-enable-tf32-matmul
 
 
 def test_false_of_a_three_state_flag_is_spelled_out_where_the_host_lists_it():
-    args = {"model_path": "/srv/models/m", "server_args": {"enable_tf32_matmul": False,
-                                                          "enable_fused_moe_sum_all_reduce": False}}
+    server_args = {"enable_tf32_matmul": False, "enable_fused_moe_sum_all_reduce": False}
+    args = {"model_path": "/srv/models/m", "server_args": server_args}
     assert server_command(args, parse_help_flags(HELP_0523))[9:] == ["--no-enable-tf32-matmul"]
     assert server_command(args)[9:] == [], "without the host's flags false is left out"
 
