@@ -26,7 +26,7 @@ def candidate_check(adopted_args: dict, help_text: str | None, rules: list | Non
             if errors:
                 return "the installed SGLang refuses it: " + "; ".join(errors)
         if rules and skip_ineffective:
-            findings = evaluate_flag_rules(rules, {**adopted_args, **params}, context or {})
+            findings = evaluate_flag_rules(rules, {**adopted_args, **params}, {**(context or {}), "help_text": help_text})
             own = [finding for finding in findings if finding["flag"].split("=", 1)[0] in params]
             if own:
                 return "ineffective here: " + "; ".join(finding["message"] for finding in own)

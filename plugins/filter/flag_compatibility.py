@@ -23,7 +23,10 @@ options:
     elements: dict
     required: true
   context:
-    description: Facts the rules use, C(sm), C(gpu_name), C(nnodes), C(topk), C(moe_dtype), C(sglang_version).
+    description:
+      - Facts the rules use, C(sm), C(gpu_name), C(nnodes), C(topk), C(moe_dtype), C(sglang_version).
+      - C(help_text), the host's C(python -m sglang.launch_server --help), when known; the names and values the
+        installed release takes are then read from it, and from C(sglang_version) only without it.
     type: dict
     required: true
 """

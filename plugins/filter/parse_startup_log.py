@@ -81,9 +81,16 @@ _value:
       description:
         - One entry per distinct (kernel, path) with C(kernel) up|down (from the file name), C(status)
           used|fallback|missing, C(path), C(fallback_path); C(reuses_up_config) true where 0.5.16+ reused the
-          tuned up config for a missing down file.
+          tuned up config for a missing down file. Every config a line names counts (a tool that folds lines
+          into one event can carry the up and the down warning in one).
       type: list
       elements: dict
+    gpu_name:
+      description:
+        - The GPU as SGLang names its MoE config files (C(device_name=), spaces as underscores), from the first
+          MoE config line; from a line cut before its file name ends too, as long as the name itself is whole.
+        - Absent when no MoE config line names it.
+      type: str
     missing_moe_configs:
       description: Exact-version config paths SGLang reported missing (default config used).
       type: list

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import re
 
+from ansible_collections.llmops.sglang.plugins.module_utils.server_args import parse_help_flags
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import (
-    BY_OLD, status, translate_args, version_tuple)
+    BY_OLD, requested_in_release, status, translate_args, version_tuple)
 
 _VERSION_BOUND = re.compile(r"^\s*(>=|<=|==|>|<)\s*([0-9][0-9a-zA-Z.]*)\s*$")
 
@@ -30,7 +31,7 @@ def version_in_range(version: str, spec: str | None) -> bool:
     return True
 
 
-def _condition_holds(name: str, expected, server_args: dict, context: dict) -> bool:
+def _condition_holds(name: str, expected, server_args: dict, context: dict, known_flags: dict | None) -> bool:
     if name == "sm_in":
         return context.get("sm") in expected
     if name == "single_node":
@@ -42,49 +43,60 @@ def _condition_holds(name: str, expected, server_args: dict, context: dict) -> b
     if name == "moe_dtype_not_in":
         return context.get("moe_dtype") not in expected
     if name == "without_arg":
-        return not _arg_set(server_args, expected, context.get("sglang_version"))
+        return not _arg_set(server_args, expected, known_flags, context.get("sglang_version"))
     raise ValueError(f"requires.{name}: unknown condition (known: sm_in, single_node, gpu_name_not_regex, "
                      "topk_min, moe_dtype_not_in, without_arg)")
 
 
-def _arg_set(server_args: dict, name: str, version: str | None) -> bool:
+def _arg_set(server_args: dict, name: str, known_flags: dict | None, version: str | None) -> bool:
     """Whether ``name`` (a rule's flag, in any release's name) is requested in ``server_args`` (release names)."""
     rename = BY_OLD.get(name)
-    if rename is not None and status(rename, version=version) != "current":
-        value = server_args.get(rename.new)
-        return value == rename.const if rename.const is not None else bool(value)
+    state = status(rename, known_flags, version) if rename is not None else "current"
+    if state == "gone":
+        return False  # the release has no such setting: its parser refuses the request before any rule matters
+    if state != "current":
+        return requested_in_release(rename, server_args)
     return bool(server_args.get(name))
 
 
-def _release_spelling(name: str, version: str | None) -> str:
+def _release_spelling(name: str, known_flags: dict | None, version: str | None) -> str:
     """A rule's flag as the release spells it: ``cuda_graph_backend_prefill=tc_piecewise`` for
-    ``enforce_piecewise_cuda_graph`` on 0.5.14+."""
+    ``enforce_piecewise_cuda_graph`` on 0.5.14 - 0.5.21."""
     rename = BY_OLD.get(name)
-    if rename is None or status(rename, version=version) == "current":
+    if rename is None or status(rename, known_flags, version) == "current":
         return name
     return f"{rename.new}={rename.const}" if rename.const is not None else rename.new
+
+
+def _known_flags(context: dict) -> dict | None:
+    """The installed release's flags, from its ``--help`` (context ``help_text``) when the host gave it."""
+    help_text = context.get("help_text")
+    return parse_help_flags(help_text) if help_text else None
 
 
 def evaluate_flag_rules(rules: list[dict], server_args: dict, context: dict) -> list[dict]:
     """Findings for requested flags that will not take effect.
 
     ``context``: ``sm`` (e.g. ``sm120``), ``gpu_name``, ``nnodes``, ``topk``, ``moe_dtype``,
-    ``sglang_version``. Each finding says "will not take effect because ..." and cites the rule's source.
-    Rules and requests may use any release's name of a renamed arg (``disable_piecewise_cuda_graph`` or
-    ``cuda_graph_backend_prefill: disabled``): both are read in the installed release's names.
+    ``sglang_version`` and, where the host printed it, ``help_text`` (``launch_server --help``): the release's
+    own flags decide which names it takes, the version only without them. Each finding says "will not take
+    effect because ..." and cites the rule's source. Rules and requests may use any release's name of a
+    renamed arg (``disable_piecewise_cuda_graph`` or ``cuda_graph_backend_prefill: disabled``): both are read
+    in the installed release's names.
     """
     findings = []
     version = context.get("sglang_version") or "0"
-    server_args = translate_args(server_args, version=context.get("sglang_version"))[0]
+    known_flags = _known_flags(context)
+    server_args = translate_args(server_args, known_flags, version=context.get("sglang_version"))[0]
     for rule in rules:
-        if not _arg_set(server_args, rule["flag"], context.get("sglang_version")) \
+        if not _arg_set(server_args, rule["flag"], known_flags, context.get("sglang_version")) \
                 or not version_in_range(version, rule.get("sglang")):
             continue
         failed = [name for name, expected in rule["requires"].items()
-                  if not _condition_holds(name, expected, server_args, context)]
+                  if not _condition_holds(name, expected, server_args, context, known_flags)]
         if failed:
             reason = rule["reason"].format_map({**{k: context.get(k) for k in ("sm", "topk", "moe_dtype", "gpu_name")}})
-            flag = _release_spelling(rule["flag"], context.get("sglang_version"))
+            flag = _release_spelling(rule["flag"], known_flags, context.get("sglang_version"))
             findings.append({"id": rule["id"], "flag": flag, "failed_conditions": failed,
                              "message": f"{flag} will not take effect because {reason}",
                              "source": rule["source"]})

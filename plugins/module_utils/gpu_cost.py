@@ -52,12 +52,17 @@ def _size(args: dict, name: str) -> int:
 def deployment_gpus(facts: dict | None, requested_args: dict | None, environment: dict | None) -> tuple[int | None, str]:
     """GPUs the server of one host uses, and where that comes from.
 
-    tp x pp x dp (dp only without DP attention, which runs inside the TP group) divided by nnodes, from the args the
-    server reported (facts) or else those requested; CUDA_VISIBLE_DEVICES when neither is known.
+    tp x pp x dp replicas divided by nnodes, from the args the server reported (facts) or else those requested;
+    CUDA_VISIBLE_DEVICES when neither is known. Attention DP runs inside the TP group (0.5.22
+    sglang/srt/runtime_context.py line 73: ``attn_tp_size = tp_size // attn_dp_size // attn_cp_size``), so it adds
+    no GPUs: ``dp_size`` counts replicas, except in the pre-0.5.22 spelling ``--dp-size N --enable-dp-attention``
+    (no ``attn_dp_size`` wider than 1), where it counts the attention-DP groups and 0.5.22+ read it as
+    ``attn_dp_size=N, dp_size=1`` (arg_groups/parallel_hook.py lines 40-62). A 0.5.22+ dump reports
+    ``enable_dp_attention`` true beside ``attn_dp_size`` (server_args.py line 331) while ``dp_size`` holds replicas.
     """
     for args, source in (((facts or {}).get("server_args"), "facts"), (requested_args, "requested args")):
         if args:
-            dp = 1 if args.get("enable_dp_attention") else _size(args, "dp_size")
+            dp = 1 if args.get("enable_dp_attention") and _size(args, "attn_dp_size") == 1 else _size(args, "dp_size")
             gpus = _size(args, "tp_size") * _size(args, "pp_size") * dp
             gpus = max(gpus // _size(args, "nnodes"), 1)
             return gpus, f"tp_size x pp_size x dp_size / nnodes = {gpus} ({source})"

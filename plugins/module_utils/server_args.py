@@ -12,7 +12,7 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import (
-    BY_OLD, RENAMES, gone_error, old_name_error, removed_error, status, translate_args)
+    BY_OLD, BY_REMOVED, gone_error, old_name_error, older_name, removal_error, removed_error, status, translate_args)
 
 # argparse --help: an option's invocation line (`  --flag METAVAR, --alias METAVAR   help`, indented less than
 # the help column) and the usage block (`[--flag [X]]`); a part is one option string with its value shape.
@@ -32,14 +32,20 @@ def arg_name(flag: str) -> str:
     return flag.lstrip("-").replace("-", "_")
 
 
-def to_cli_args(server_args: Mapping[str, object]) -> list[str]:
+def to_cli_args(server_args: Mapping[str, object], known_flags: Mapping[str, dict] | None = None) -> list[str]:
     """SGLang CLI argv for a mapping of ServerArgs fields.
 
-    True is a bare flag, False and None are omitted (SGLang's defaults apply), lists expand to
-    ``nargs`` values, mappings are passed as JSON (SGLang's JSON-valued flags take a string).
+    True is a bare flag, None is omitted (SGLang's default applies), lists expand to ``nargs`` values,
+    mappings are passed as JSON (SGLang's JSON-valued flags take a string). False is omitted too, except
+    for a flag the release (``known_flags``, its ``--help``) also lists as ``--no-<flag>``: argparse's
+    BooleanOptionalAction, whose default is "auto" (None: the model or platform decides), so only
+    ``--no-<flag>`` turns it off (0.5.23 arg_groups/fields/exec_.py line 45: ``enable_tf32_matmul``,
+    ``Optional[bool] = None``, which GLM4-MoE and MiniMax-M2 resolve to true).
     """
     argv: list[str] = []
     for name, value in server_args.items():
+        if value is False and known_flags is not None and f"no_{name}" in known_flags:
+            argv.append(known_flags[f"no_{name}"]["flag"])
         if value is None or value is False:
             continue
         flag = flag_name(name)
@@ -159,19 +165,24 @@ def _value_errors(name: str, value: object, spec: Mapping) -> list[str]:
 
 
 def validate_server_args(server_args: Mapping[str, object], known_flags: Mapping[str, dict]) -> list[str]:
-    """Errors for args the installed SGLang does not know or cannot take; each names the field and the fix."""
+    """Errors for args the installed SGLang does not know or cannot take; each names the field and the fix.
+
+    A name the release does not list is explained by the collection's tables first (sglang_names: a rename,
+    a setting that is gone, a removal without replacement), by string similarity only when they know nothing.
+    """
     errors = []
     for name, value in server_args.items():
         spec = known_flags.get(name)
         if spec is None:
             rename = BY_OLD.get(name)
             state = status(rename, known_flags) if rename is not None else None
-            older = next((r for r in RENAMES if r.new == name and r.old in known_flags
-                          and (r.const is None or r.const == value)), None)
+            older = older_name(name, value, known_flags)
             if state == "removed":
-                errors.append(removed_error(rename, value))
+                errors.append(removed_error(rename, value, request=server_args))
             elif state == "gone":
-                errors.append(gone_error(rename))
+                errors.append(gone_error(rename, known_flags=known_flags))
+            elif name in BY_REMOVED:
+                errors.append(removal_error(BY_REMOVED[name]))
             elif older is not None:  # a newer release's name on an older release
                 errors.append(old_name_error(older))
             else:

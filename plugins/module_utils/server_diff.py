@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import renamed_in, translate_value
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_names import reads_as, renamed_in
 
 CAPACITY_METRICS = ("max_running_requests", "max_total_num_tokens", "kv_cache_tokens")
 # ServerArgs fields that take a new value on every start unless set (random_seed: random.randint).
@@ -92,17 +92,25 @@ def _requested(requested: Mapping[str, Any] | None) -> dict[str, Any]:
 
 def _in_release_names(requested: dict[str, Any], effective: Mapping[str, Any]) -> dict[str, Any]:
     """A request in older names (``disable_piecewise_cuda_graph: true``) in the names of the release
-    whose dump is ``effective`` (``cuda_graph_backend_prefill: disabled`` from 0.5.14, sglang_names)."""
+    whose dump is ``effective`` (``cuda_graph_backend_prefill: disabled`` from 0.5.14, sglang_names).
+
+    ``dp_size: 2, enable_dp_attention: true`` is ``attn_dp_size: 2, dp_size: 1`` in a 0.5.22+ dump, which
+    still reports ``enable_dp_attention`` (true while attention DP runs): a rename, not two changes the
+    server made."""
     translated: dict[str, Any] = {}
+    moved: dict[str, Any] = {}
     for name, value in requested.items():
         rename = renamed_in(name, effective)
         if rename is None:
             translated.setdefault(name, value)
             continue
-        applies, new_value = translate_value(rename, value)
-        if applies:
-            translated[rename.new] = new_value
-    return translated
+        applies, fields = reads_as(rename, value, requested)
+        if applies and rename.moves is not None:
+            moved.update(fields)
+            translated[name] = value  # still reported under its old name
+        elif applies:
+            translated.update(fields)
+    return {**translated, **moved}
 
 
 def _canonical(value: Any) -> Any:

@@ -328,6 +328,10 @@ _MOE_PATTERNS = (
     ), "down", "missing"),
 )
 _MOE_FILE_RE = re.compile(r"E=\d+,N=\d+,device_name=(?P<device>[^,]*?)(?:,.*)?(?:_down)?\.json")
+# The GPU in a MoE config line whose path cannot be read whole (cut, re-wrapped): fused_moe_triton_config.py
+# get_config_file_name writes device_name=get_device_name().replace(" ", "_") (0.5.23 line 44), so it has no space.
+# A name cut short has neither after it, and is not read.
+_MOE_DEVICE_RE = re.compile(r"/E=\d+,N=\d+,device_name=(?P<device>[^,/\s]+?)(?=[,.]|_down)")
 _TRITON_DIR_RE = re.compile(r"/(triton_\d+(?:_\d+)*)/")
 
 # Lower-case markers of lines worth reporting as warnings (SGLang's own lines carry no level name).
@@ -595,6 +599,7 @@ class _StartupFacts:
         self.ready = False
         self.emulator = False
         self.moe: dict[tuple[str, str], dict[str, Any]] = {}
+        self.moe_device: str | None = None  # device_name= of the first MoE config line, read whole or not
         self.warnings: dict[str, None] = {}
         self.first_timestamp: str | None = None
         self.ready_timestamp: str | None = None
@@ -715,21 +720,25 @@ class _StartupFacts:
             self.kv_cache.setdefault("final" if final else "allocated", (int(match.group("tokens")), match.group("dtype")))
 
     def _feed_moe(self, message: str) -> None:
+        """Every MoE config file a message names: a tool that joins lines (or a wrapper's block) can carry the up
+        and the down kernel's warnings in one message."""
+        device = _MOE_DEVICE_RE.search(message)
+        if device is not None and self.moe_device is None:
+            self.moe_device = device.group("device")
         for pattern, kernel, status in _MOE_PATTERNS:
-            match = pattern.search(message)
-            if match is None:
-                continue
-            path = match.group("path")
-            file_name = path.rsplit("/", 1)[-1]
-            if _MOE_FILE_RE.fullmatch(file_name) is None:
-                return  # e.g. W8A8 block-FP8 GEMM configs: not a MoE kernel
-            kernel = kernel or ("down" if file_name.endswith("_down.json") else "up")
-            fallback = match.groupdict().get("fallback")
-            entry = {"kernel": kernel, "status": status, "path": path, "fallback_path": fallback}
-            if message.startswith("Down MoE config file not found"):
-                entry["reuses_up_config"] = True
-            self.moe.setdefault((kernel, path), entry)
-            return
+            for match in pattern.finditer(message):
+                self._moe_entry(match, kernel, status)
+
+    def _moe_entry(self, match: re.Match[str], kernel: str | None, status: str) -> None:
+        path = match.group("path")
+        file_name = path.rsplit("/", 1)[-1]
+        if _MOE_FILE_RE.fullmatch(file_name) is None:
+            return  # e.g. W8A8 block-FP8 GEMM configs: not a MoE kernel
+        kernel = kernel or ("down" if file_name.endswith("_down.json") else "up")
+        entry = {"kernel": kernel, "status": status, "path": path, "fallback_path": match.groupdict().get("fallback")}
+        if match.group(0).startswith("Down MoE config file not found"):
+            entry["reuses_up_config"] = True
+        self.moe.setdefault((kernel, path), entry)
 
     def _mark_time(self, phase: str, record: _Record) -> None:
         if record.timestamp is not None:
@@ -777,6 +786,8 @@ class _StartupFacts:
             triton_dir = _TRITON_DIR_RE.search(entries[0]["path"])
             if triton_dir is not None:
                 facts["triton_version_dir"] = triton_dir.group(1)
+        elif self.moe_device is not None:  # no path read whole, but the line named the GPU
+            facts["gpu_name"] = self.moe_device
         return facts
 
     def result(self) -> dict[str, Any]:

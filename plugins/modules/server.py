@@ -69,7 +69,10 @@ options:
   server_args:
     description:
       - SGLang server arguments as a mapping of ServerArgs field names (C(tp_size), C(enable_flashinfer_allreduce_fusion), ...).
-      - V(true) becomes a bare flag, V(false) and V(null) are omitted, lists expand to several values.
+      - V(true) becomes a bare flag, V(null) is omitted (SGLang's default), lists expand to several values.
+      - V(false) is omitted too, except for a flag the host's C(launch_server --help) also lists as C(--no-<flag>)
+        (a three-state flag whose default is "auto", such as C(enable_tf32_matmul) of SGLang 0.5.23), which becomes
+        C(--no-<flag>). The host's C(--help) is read for this only when a value is V(false).
       - The unit's command line is canonical (C(--model-path), C(--host), C(--port), then the flags sorted), so the
         same arguments in another order change nothing and do not restart the server.
       - C(model_path), C(host) and C(port) are set by their own options. C(api_key) and C(admin_api_key) are refused

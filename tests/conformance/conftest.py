@@ -20,8 +20,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 WHEELS = ROOT / ".cache" / "wheels"
 EXTRACTED = ROOT / ".cache" / "conformance"
-# Every release the support matrix covers (0.5.23: the newest on PyPI when this was written, 2026-10-30).
-RELEASES = ("0.5.10", "0.5.11", "0.5.14", "0.5.17", "0.5.20", "0.5.23")
+# Every release and post-release on PyPI from 0.5.10 to 0.5.23 (`pip index versions sglang`, 2026-12-06; 0.5.23:
+# the newest then): the support matrix covers each.
+RELEASES = ("0.5.10", "0.5.10.post1", "0.5.11", "0.5.12", "0.5.12.post1", "0.5.13", "0.5.13.post1", "0.5.14",
+            "0.5.15", "0.5.15.post1", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
 
 
 def release_wheel(version: str) -> Path:

@@ -20,6 +20,7 @@ used twice: by the conformance tests (one assertion per release) and by the supp
 """
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from tests.conformance.conftest import extracted
-from tests.conformance.moe_checks import check_moe_lookup, check_tuner_driving
+from tests.conformance.moe_checks import TUNER_CLI, check_moe_lookup, check_tuner_driving
 from tests.conformance.real_logs import Template, templates
 from tests.conformance.release_cli import real_cli, real_options
 
@@ -122,8 +123,17 @@ def check_names(version: str) -> list[str]:
             problems.append(f"{old}: still an option of {version}")
         if by_version in ("alias", "removed") and rename.new not in fields:
             problems.append(f"{rename.new}: not a ServerArgs field of {version}")
-        if by_version == "gone" and (rename.new in fields or new in real):
+        if by_version == "gone" and rename.const is None and (rename.new in fields or new in real):
             problems.append(f"{rename.new}: still in {version}")
+        if by_version == "gone" and rename.const is not None and (
+                new not in real or str(rename.const) in _choices(real[new])
+                or set(rename.instead) != set(_choices(real[new]))):
+            problems.append(f"{new}: {version} takes {_choices(real.get(new, {}))}, the table says "
+                            f"{rename.const!r} is gone and {list(rename.instead)} remain")
+        if by_version == "alias" and real.get(old, {}).get("new_flag"):
+            problems += _release_advice_problems(rename, real[old]["new_flag"], flags, version)
+        problems += _advice_problems(rename, flags, version)
+    problems += _removal_problems(real, flags, version)
     # a request in 0.5.11's names, as a user upgrading would write it
     request = {"disable_piecewise_cuda_graph": True, "cuda_graph_max_bs": 32}
     errors, warnings = validate_server_args(request, flags), deprecated_alias_warnings(request, flags)
@@ -134,6 +144,65 @@ def check_names(version: str) -> list[str]:
     if errors and not all("--cuda-graph-backend-prefill=disabled" in e or "--cuda-graph-max-bs-decode" in e
                           for e in errors):
         problems.append(f"errors do not name the new flags: {errors}")
+    return problems
+
+
+def _choices(option: dict) -> list[str]:
+    return [str(choice) for choice in option.get("choices") or []]
+
+
+def _sample_request(rename: sglang_names.Rename) -> dict[str, Any]:
+    """A request in ``old``'s name, as a user of an older release writes it."""
+    if rename.moves is not None:
+        return {rename.moves[0]: 2, rename.old: True}
+    return {rename.old: True if rename.const is not None else "1"}
+
+
+# The part of a message that says what to write instead: after "use", "alias of" or "choose".
+_ADVICE = re.compile(r"(?:; use |alias of |; choose )(?P<advice>.*)$")
+_ADVISED_FLAG = re.compile(r"(--[a-z0-9][a-z0-9-]*)(?:=([^\s(,]+))?")
+
+
+def _advice_problems(rename: sglang_names.Rename, flags: dict, version: str) -> list[str]:
+    """Every flag (and value of the table's) the collection tells a user of ``old`` to write is one the release takes."""
+    real = real_options(version, hidden=True)
+    request = _sample_request(rename)
+    problems = []
+    for message in validate_server_args(request, flags) + deprecated_alias_warnings(request, flags):
+        advice = _ADVICE.search(message)
+        for flag, value in _ADVISED_FLAG.findall(advice.group("advice") if advice else ""):
+            option = real.get(flag)
+            if option is None:
+                problems.append(f"{rename.old}: the advice names {flag}, which {version} does not have")
+            elif rename.const is not None and value and _choices(option) and value not in _choices(option):
+                problems.append(f"{rename.old}: the advice names {flag}={value}; {version} takes {_choices(option)}")
+    return problems
+
+
+def _release_advice_problems(rename: sglang_names.Rename, new_flag: str, flags: dict, version: str) -> list[str]:
+    """The release's own deprecation pointer (``new_flag=`` of its Deprecated*Action, e.g.
+    ``--cuda-graph-backend-{decode,prefill}=disabled``) names only flags the collection's warning names too."""
+    pointed = [prefix + part for prefix, parts in re.findall(r"(--[a-z0-9-]+?)\{([a-z,]+)\}", new_flag)
+               for part in parts.split(",")] or re.findall(r"--[a-z0-9][a-z0-9-]*", new_flag)
+    warnings = " ".join(deprecated_alias_warnings(_sample_request(rename), flags))
+    return [f"{rename.old}: {version} points to {flag} (new_flag={new_flag!r}), the warning does not: {warnings!r}"
+            for flag in pointed if flag not in warnings]
+
+
+def _removal_problems(real: dict, flags: dict, version: str) -> list[str]:
+    """A flag the table says a release removed without replacement is absent from it on, refused naming the
+    removal (not a similar-looking flag), and taken before."""
+    problems = []
+    for removal in sglang_names.REMOVALS:
+        flag, request = "--" + removal.name.replace("_", "-"), {removal.name: True}
+        errors = validate_server_args(request, flags)
+        if _vt(version) >= _vt(removal.removed):
+            if flag in real:
+                problems.append(f"{flag}: still an option of {version}, the table says removed in {removal.removed}")
+            if errors != [sglang_names.removal_error(removal)]:
+                problems.append(f"{flag}: refused as {errors}")
+        elif flag in real and errors:
+            problems.append(f"{flag}: refused by {version}, which takes it: {errors}")
     return problems
 
 
@@ -157,7 +226,21 @@ def check_flag_rules(version: str) -> list[str]:
         named = [rule["flag"], *([rule["requires"]["without_arg"]] if "without_arg" in rule["requires"] else [])]
         problems += [f"rule {rule['id']}: {version} has no {_in_release(name, version)}" for name in named
                      if _in_release(name, version) not in dests]
+        problems += _rule_value_problems(rule, version)
     return problems
+
+
+def _rule_value_problems(rule: dict, version: str) -> list[str]:
+    """A rule whose flag the release reads as one value of a new flag (``enforce_piecewise_cuda_graph`` ->
+    ``cuda_graph_backend_prefill=tc_piecewise``) can fire only while the release takes that value."""
+    rename = sglang_names.BY_OLD.get(rule["flag"])
+    if rename is None or rename.const is None or sglang_names.status(rename, version=version) == "current":
+        return []
+    option = real_options(version).get("--" + rename.new.replace("_", "-"), {})
+    if _choices(option) and str(rename.const) not in _choices(option):
+        return [f"rule {rule['id']}: can never fire on {version}: --{rename.new.replace('_', '-')} takes "
+                f"{_choices(option)}, not {rename.const}"]
+    return []
 
 
 # --- startup logs written from the release's format strings ------------------------------------------------
@@ -209,16 +292,16 @@ def _graph_word(version: str, path: str) -> str:
     return "CUDA graph" if '"cuda": "CUDA graph"' in source else "cuda graph"
 
 
-def real_log(version: str, cuda_graph: dict[str, Any] | None = None) -> str:
+def real_log(version: str, cuda_graph: dict[str, Any] | None = None, extra: dict[str, Any] | None = None) -> str:
     """A TP=4 speculative MoE start as ``version`` prints it, from its own log calls.
 
     ``cuda_graph``: the CUDA-graph fields of the dump in the release's names (default: prefill graphs
-    disabled, decode batch size 48)."""
+    disabled, decode batch size 48); ``extra``: further fields of the dump (the release's names)."""
     pcg_old = _vt(version) < (0, 5, 14)
     if cuda_graph is None:
         cuda_graph = ({"disable_piecewise_cuda_graph": True, "cuda_graph_max_bs": 48} if pcg_old
                       else {"cuda_graph_backend_prefill": "disabled", "cuda_graph_max_bs_decode": 48})
-    dump = _Dump(dump_text(version, dump_args(version, {**REQUESTED, **cuda_graph})))
+    dump = _Dump(dump_text(version, dump_args(version, {**REQUESTED, **cuda_graph, **(extra or {})})))
     lines: list[str] = []
 
     def emit(clock: str, ranks: str, template: Template, **values: Any) -> None:
@@ -245,7 +328,7 @@ def real_log(version: str, cuda_graph: dict[str, Any] | None = None) -> str:
              k_size_GB=5.0, v_size_GB=5.0)
         emit("01:22", tag, _one(version, "Memory pool end"), **{"get_available_gpu_memory(self.device, self.gpu_id)": 20.1})
         emit("01:23", tag, _one(version, "Using MoE kernel config from"), config_file_path=UP)
-        if _vt(version) >= (0, 5, 17):
+        if _vt(version) >= (0, 5, 16):  # first in the 0.5.16 wheel (test_down_kernel_message)
             emit("01:23", tag, _one(version, "Down MoE config file not found"), config_file_path=DOWN)
         else:
             emit("01:23", tag, _one(version, "Using MoE kernel config with down_moe=False"), config_file_path=DOWN)
@@ -313,6 +396,14 @@ CHECKS = {"facts": check_facts, "side-effect diff": check_diff, "flag validation
           "renamed flags": check_names, "flag rules": check_flag_rules,
           # tests/conformance/moe_checks.py (MoE config names/lookup/pairing, tuner CLI)
           "MoE names + lookup": check_moe_lookup, "tuner driving": check_tuner_driving}
+
+
+def not_checked(capability: str, version: str) -> str | None:
+    """Why ``capability`` cannot be checked on ``version``: the tuner scripts are not in the wheels, and
+    tests/fixtures/sglang_tuner_cli holds their options only for some tags."""
+    if capability == "tuner driving" and version not in TUNER_CLI:
+        return "no tuner fixture for this tag"
+    return None
 
 
 @lru_cache(maxsize=None)

@@ -6,7 +6,8 @@ import base64
 
 import pytest
 
-from tests.integration.sglang_server import BASELINE, deploy, host_state
+from tests.integration.ansible import REPO_ROOT
+from tests.integration.sglang_server import BASELINE, deploy, host_state, on_profile
 
 pytestmark = pytest.mark.sandbox
 
@@ -99,3 +100,17 @@ def test_startup_log_holds_only_this_invocation(fleet, runner, gpu1):
         assert res["facts_error"] is None and res["log_lines"] == res["startup_log"].count("\n")
     whole = fleet.run(gpu1, "journalctl", "--no-pager", "-o", "cat", "-u", "sglang.service").stdout
     assert whole.count("The server is fired up and ready to roll!") >= 3
+
+
+def test_false_is_spelled_out_for_a_three_state_flag_of_the_release(fleet, runner, gpu1):
+    """0.5.23's enable_tf32_matmul is three-state (argparse BooleanOptionalAction, default None: 0.5.23
+    sglang/srt/arg_groups/fields/exec_.py lines 45-53, the option table the emulator plays,
+    tests/emulator/sglang/sglang/_emulator/cli/sglang-0.5.23.json): false is --no-enable-tf32-matmul, read from the
+    host's --help, and the release's own parser takes the unit's command line (the preflight, check mode). A plain
+    switch set to false is left out."""
+    with on_profile(fleet, gpu1, REPO_ROOT / "tests" / "emulator" / "profiles" / "newest.yaml"):
+        result, res = deploy(runner, {**BASELINE, "enable_tf32_matmul": False, "enable_fused_moe_sum_all_reduce": False},
+                             check=True)
+    assert result.status == "successful", result.stdout[-4000:]
+    assert "--no-enable-tf32-matmul" in res["command"]
+    assert not any("fused-moe-sum" in token for token in res["command"])

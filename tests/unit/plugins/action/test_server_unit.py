@@ -12,6 +12,7 @@ from ansible.errors import AnsibleActionFail
 
 from ansible_collections.llmops.sglang.plugins.action.server import (
     DEFAULT_DEVICE_ALLOW, DEFAULT_LAUNCHER_PATH, DEFAULT_TEMPLATE, server_command)
+from ansible_collections.llmops.sglang.plugins.module_utils.server_args import parse_help_flags
 from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import exec_start_argv, unit_setting
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import template_variables
 
@@ -35,6 +36,23 @@ def test_command_is_canonical_model_host_port_first_then_flags_sorted():
     assert flags == sorted(flags) == ["--cuda-graph-bs", "--enable-fused-moe-sum-all-reduce",
                                       "--mem-fraction-static", "--speculative-algorithm", "--tp-size"]
     assert command[command.index("--cuda-graph-bs") + 1:][:3] == ["1", "2", "4"], "a list keeps its own order"
+
+
+# Lines of `python -m sglang.launch_server --help` of the 0.5.23 wheel (tests/conformance/release_cli.py): a three-state
+# flag (argparse BooleanOptionalAction, arg_groups/fields/exec_.py lines 45-53) and a plain switch.
+HELP_0523 = """  --enable-tf32-matmul, --no-enable-tf32-matmul
+                        Enable float32 matmuls to use TensorFloat32 precision for better
+                        performance (via torch.set_float32_matmul_precision). CUDA only. Defaults
+                        to the model's preference, otherwise disabled.
+  --enable-fused-moe-sum-all-reduce
+"""
+
+
+def test_false_of_a_three_state_flag_is_spelled_out_where_the_host_lists_it():
+    server_args = {"enable_tf32_matmul": False, "enable_fused_moe_sum_all_reduce": False}
+    args = {"model_path": "/srv/models/m", "server_args": server_args}
+    assert server_command(args, parse_help_flags(HELP_0523))[9:] == ["--no-enable-tf32-matmul"]
+    assert server_command(args)[9:] == [], "without the host's flags false is left out"
 
 
 def test_the_same_args_in_any_order_render_the_same_unit():

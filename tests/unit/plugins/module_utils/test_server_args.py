@@ -131,10 +131,11 @@ def test_deprecated_alias_is_accepted_with_a_warning():
 
 
 def test_a_setting_gone_in_both_names_is_refused_by_name():
-    """0.5.23 has neither --piecewise-cuda-graph-compiler nor --cuda-graph-tc-compiler (sglang_names)."""
+    """0.5.22 has neither --piecewise-cuda-graph-compiler nor --cuda-graph-tc-compiler (sglang_names; 0.5.21
+    arg_groups/fields/exec_.py line 533 declares cuda_graph_tc_compiler, 0.5.22's does not)."""
     errors = validate_server_args({"piecewise_cuda_graph_compiler": "eager"}, parse_help_flags(HELP_0514))
     assert errors == ["server_args.piecewise_cuda_graph_compiler: the installed SGLang has neither "
-                      "--piecewise-cuda-graph-compiler nor --cuda-graph-tc-compiler (removed in 0.5.23); drop it"]
+                      "--piecewise-cuda-graph-compiler nor --cuda-graph-tc-compiler (removed in 0.5.22); drop it"]
 
 
 def test_a_newer_releases_name_on_an_older_release_names_the_old_one():
