@@ -20,8 +20,8 @@ unit: setup
 unit-py313:  ## the unit tests on Python 3.13 as well, in .cache/venv-3.13 (the project venv is 3.11; makes its own)
 	@bash scripts/unit-py313.sh
 
-integration: setup
-	@bash scripts/pytest.sh tests/integration
+integration: setup  ## fails where sandbox hosts cannot run (root, namespaces) unless LLMOPS_SKIP_INTEGRATION=1
+	@bash scripts/integration.sh
 
 lint: setup
 	@bash scripts/lint.sh

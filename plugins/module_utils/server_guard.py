@@ -24,6 +24,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.server_guard_program import process_identity
 
 GUARD_ROOT = "/var/lib/llmops-sglang/guard"
 WORK_DIR = "/run/llmops-sglang/work"
@@ -117,21 +118,25 @@ def controller_connected(fd: int = 1) -> bool | None:
 
 
 class Work:
-    """A module at work on this host, registered where the guard finds it (and the process groups it starts)."""
+    """A module at work on this host, registered where the guard finds it (and the process groups it starts), each
+    with its start time, and the module's cgroup: the guard signals only processes that are still these."""
 
     def __init__(self, work_dir: str | None) -> None:
         self.path = os.path.join(work_dir, f"{os.getpid()}.json") if work_dir else None
-        self.pgids: list[int] = []
+        self.groups: list[dict] = []
         if self.path:
             os.makedirs(work_dir, mode=0o755, exist_ok=True)
             self.save()
 
     def save(self) -> None:
         if self.path:
-            write_json(self.path, {"pid": os.getpid(), "pgids": self.pgids}, 0o644)
+            me = process_identity(os.getpid()) or {}
+            write_json(self.path, {"pid": os.getpid(), "start": me.get("start"), "cgroup": me.get("cgroup"),
+                                   "groups": self.groups}, 0o644)
 
     def add_process_group(self, pgid: int) -> None:
-        self.pgids.append(pgid)
+        """``pgid``: the PID of a child started in a group of its own (its leader), before it can have been reaped."""
+        self.groups.append({"pgid": pgid, "start": (process_identity(pgid) or {}).get("start")})
         self.save()
 
     def end(self) -> None:
@@ -143,9 +148,9 @@ def _renew_while_connected(work: Work, stop: threading.Event, root: str, every_s
     while not stop.wait(every_s):
         if controller_connected() is False:
             # The controller is gone: nobody will read a result, and the guard must find the GPUs free.
-            for pgid in work.pgids:
+            for group in work.groups:
                 try:
-                    os.killpg(pgid, signal.SIGTERM)
+                    os.killpg(group["pgid"], signal.SIGTERM)
                 except ProcessLookupError:
                     pass
             work.end()

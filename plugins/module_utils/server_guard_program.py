@@ -12,8 +12,9 @@ The state file (JSON, written atomically by the module) says what to put back:
 then, remove it), ``stop_units`` (the Ray units of a tuning run, ...), ``service`` (restarted afterwards, or
 stopped when its unit did not exist), and ``expires_at`` (epoch seconds) which every llmops module that works on
 this host pushes forward while its controller is connected (module_utils/server_guard.py). Modules at work
-register under ``work_dir``; the guard ends them (and the process groups they started, e.g. the MoE tuner)
-before it restores, so nothing of an abandoned stage keeps the GPUs.
+register under ``work_dir`` (their PID, start time and cgroup, and the process groups they started, e.g. the MoE
+tuner); the guard ends them before it restores, so nothing of an abandoned stage keeps the GPUs, and signals only
+processes that are still the ones registered (a PID or process group number reused since is left alone).
 """
 from __future__ import annotations
 
@@ -44,25 +45,71 @@ def read_state(path: str) -> dict | None:
         return None
 
 
-def _running(pid: int) -> bool:
+def process_identity(pid: object) -> dict | None:
+    """What tells this process from a later one given the same PID: its start time (clock ticks after boot, field
+    22 of ``/proc/<pid>/stat``), its process group, its state, its cgroup. None when there is no such process."""
+    if not isinstance(pid, int) or pid <= 0:
+        return None
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+            fields = handle.read().rsplit(")", 1)[1].split()
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8") as handle:
+            cgroup = handle.read()
     except (OSError, IndexError):
-        return False
+        return None
+    return {"state": fields[0], "pgid": int(fields[2]), "start": int(fields[19]), "cgroup": cgroup}
+
+
+def _ours(pid: object, start: object, running: bool = False) -> bool:
+    """Whether ``pid`` is still the process registered with start time ``start`` (a PID the kernel gave to another
+    process since has another start time); with ``running``, one that has not exited (no zombie)."""
+    seen = process_identity(pid)
+    return seen is not None and seen["start"] == start and not (running and seen["state"] == "Z")
+
+
+def _group_members(group: dict, cgroup: object) -> list[int]:
+    """The processes of a registered process group that are still ours, to be signalled one by one: those in the
+    group, started no earlier than its leader, in the cgroup of the module that registered it. Once every member
+    has exited the kernel may give the group's number to a new process; one of another cgroup or started before
+    the leader is not ours."""
+    pgid, start = group.get("pgid"), group.get("start")
+    members = []
+    for entry in os.listdir("/proc"):
+        seen = process_identity(int(entry)) if entry.isdigit() else None
+        if (seen and seen["pgid"] == pgid and seen["state"] != "Z" and isinstance(start, int)
+                and seen["start"] >= start and seen["cgroup"] == cgroup):
+            members.append(int(entry))
+    return members
+
+
+def _work_processes(work: dict) -> list[int]:
+    """The PIDs (negative: whole process groups) of a work record that are still the processes it registered."""
+    targets = []
+    for group in work.get("groups", []):
+        if not isinstance(group, dict):
+            continue
+        if _ours(group.get("pgid"), group.get("start")):
+            targets.append(-group["pgid"])  # the leader is ours, so its group is
+        elif process_identity(group.get("pgid")) is None:
+            targets.extend(_group_members(group, work.get("cgroup")))
+    if _ours(work.get("pid"), work.get("start")):
+        targets.append(work["pid"])
+    return targets
 
 
 def _signal_work(work_dir: str, sig: int) -> list[int]:
-    """Send ``sig`` to every registered module and the process groups it started; the modules still running."""
+    """Send ``sig`` to every registered module and the process groups it started, each checked to be still the
+    process registered (start time, cgroup) so that a PID reused since is never signalled; the modules still
+    running."""
     running = []
     for entry in glob.glob(os.path.join(work_dir, "*.json")):
         work = read_state(entry) or {}
-        for pid in [*(-pgid for pgid in work.get("pgids", [])), work.get("pid")]:
+        for pid in _work_processes(work):
             try:
                 os.kill(pid, sig)
-            except (ProcessLookupError, PermissionError, TypeError):
+            except (ProcessLookupError, PermissionError):
                 pass
-        if isinstance(work.get("pid"), int) and _running(work["pid"]):
+        if _ours(work.get("pid"), work.get("start"), running=True):
             running.append(work["pid"])
         else:
             os.unlink(entry)

@@ -378,11 +378,18 @@ class ServerDeployment:
         return {"invocation_id": invocation_id, "startup_log": log, **facts, "facts_error": facts_error}
 
     # ---- validation -----------------------------------------------------------------------
+    def run_server_python(self, argv: list, environ: dict) -> tuple:
+        """``argv`` of the server's python, run as root (in check mode too), so without what another user could write
+        onto its import path: ``-c`` and ``-m`` put the working directory on ``sys.path`` (cwd ``/``, not the unit's
+        working directory, where a planted ``sglang`` package would run as root), ``-s`` no user site-packages. The
+        service itself runs as its ``User=`` with its own working directory."""
+        return self.run([argv[0], "-s", *argv[1:]], environ=environ, cwd="/")
+
     def validate_flags(self) -> None:
         python = self.params["python"]
         if not os.path.exists(python):
             self.fail(f"python: {python} does not exist on the host; set `python` to the SGLang venv's interpreter")
-        rc, out, err = self.run([python, "-m", "sglang.launch_server", "--help"])
+        rc, out, err = self.run_server_python([python, "-m", "sglang.launch_server", "--help"], environ={})
         if rc != 0:
             self.fail(f"`{python} -m sglang.launch_server --help` failed (rc={rc}); is SGLang installed there? {err.strip()[-500:]}")
         requested = dict(self.params["server_args"])
@@ -397,9 +404,8 @@ class ServerDeployment:
     def preflight(self) -> None:
         """Model path, SGLang's own parser (with validate_flags) and the port, before anything changes."""
         def run_python(argv: list) -> tuple:  # with the server's environment
-            env = {key: str(value) for key, value in self.params["environment"].items()}
-            cwd = self.params["working_directory"]  # the service's sys.path[0], as the launcher sets it
-            return self.run(argv, environ=env, cwd=cwd if os.path.isdir(cwd) else "/")
+            environ = {key: str(value) for key, value in self.params["environment"].items()}
+            return self.run_server_python(argv, environ=environ)
         errors = preflight_errors(self.run, self.params, self.unit, unit_state(self.run, self.unit).main_pid,
                                   self.unit_content, run_python=run_python, current_unit=self.read(self.unit_path))
         if errors:

@@ -148,13 +148,12 @@ def test_cancel_during_a_flag_trial_leaves_a_consistent_server(inventory, tmp_pa
         if event.kind == "task" and event.task == SERVER_TASK and event.stage.startswith("Flags"):
             cancel.set()
 
-    started = time.monotonic()
     # one run per level is quick to cancel; the stopping rule needs a reference of 2, so candidates repeat as fixed
     result = run("tune", inventory, {**FAST, "tuning_run_bench": SHORT_BENCH, "tuning_run_sequential": None},
                  run_id="api-cancel", stages="baseline,flags", runs_dir=tmp_path,
                  on_event=cancel_at_first_candidate_deploy, cancel=cancel, timeout=300)
+    # canceled, not run to its end (300 s, then "successful"): the cancel stopped it
     assert cancel.is_set() and result.status == "canceled" and not result.succeeded
-    assert time.monotonic() - started < 200
     summary = read_summary(result.run_dir)
     assert summary.hosts[HOST].stages["baseline"].done and not summary.hosts[HOST].stages["flags"].done
 

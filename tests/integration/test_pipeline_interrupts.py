@@ -120,7 +120,7 @@ def test_ctrl_c_while_the_tuner_runs_restarts_the_server_without_the_partial_con
                                "moe/moe_runner/triton_utils/configs/", check=False).stdout
     adopted = (run["run_dir"] / "baseline" / HOST / "unit.service").read_text()
     playbook = _start(run, "moe_tune")
-    tuner_running = lambda: any(work["pgids"] for work in _work(fleet, host))  # noqa: E731
+    tuner_running = lambda: any(work["groups"] for work in _work(fleet, host))  # noqa: E731
     _until(tuner_running, 600, "the MoE tuner started", playbook)
     assert host_state(fleet, host)[2] != "active", "the server is stopped while the tuner has the GPUs"
     interrupted = _ctrl_c(playbook)

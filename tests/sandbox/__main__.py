@@ -1,4 +1,4 @@
-"""CLI for the sandbox fleet: ``python -m tests.sandbox up --hosts N | down | status``."""
+"""CLI for the sandbox fleet: ``python -m tests.sandbox up --hosts N | down | status | check``."""
 from __future__ import annotations
 
 import argparse
@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from tests.sandbox.emulator_payload import build_emulator
-from tests.sandbox.fleet import Fleet, SandboxError
+from tests.sandbox.fleet import Fleet, SandboxError, unsupported_reason
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -20,7 +20,12 @@ def main(argv: list[str] | None = None) -> int:
                     help="emulator profile for one host (repeatable); default: the demo profile")
     sub.add_parser("down", help="power off every host and remove all traces")
     sub.add_parser("status", help="list running hosts")
+    sub.add_parser("check", help="whether sandbox hosts can run here (exit 1 with the reason when not)")
     args = parser.parse_args(argv)
+    if args.command == "check":
+        reason = unsupported_reason()
+        print(reason or "sandbox hosts can run here", file=sys.stderr if reason else sys.stdout)
+        return 1 if reason else 0
 
     fleet = Fleet()
     try:

@@ -63,8 +63,15 @@ class FleetConfig:
         return f"{self.subnet_prefix}.{10 + index}"
 
 
+# Set to a reason, it makes unsupported_reason() give that reason on any machine: how the tests of the integration
+# gate (tests/unit/layout/test_integration_gate.py) see a machine that lacks root or namespaces.
+FAKE_UNSUPPORTED_ENV = "LLMOPS_SANDBOX_UNSUPPORTED"
+
+
 def unsupported_reason() -> str | None:
     """Why sandbox hosts cannot run here, or None when they can."""
+    if os.environ.get(FAKE_UNSUPPORTED_ENV):
+        return os.environ[FAKE_UNSUPPORTED_ENV]
     if os.geteuid() != 0:
         return "sandbox hosts need root (namespaces, mounts, veths)"
     for tool in ("unshare", "nsenter", "ip", "sshd", "ssh"):

@@ -307,26 +307,32 @@ def test_lpm_serves_cached_prefixes_before_they_are_evicted() -> None:
 
 
 def test_time_the_loop_falls_behind_is_counted_not_hidden() -> None:
-    """A step that blocks the event loop (a loaded CPU) puts the loop behind its modelled timeline: up to
-    MAX_LAG_S it catches up, beyond that it gives the time up and counts it in ``behind_s``, which the integration
-    test takes off the throughput it expects."""
+    """Up to MAX_LAG_S behind its modelled timeline the loop catches up; beyond that it gives the time up and counts
+    it in ``behind_s``, which the integration test takes off the throughput it expects. The decision, on the loop's
+    clock as given."""
     _, args, perf, plan = server_parts()
     scheduler = make_scheduler(perf, scheduler_limits(args, plan))
-    requests = [request("r0", 100, 20)]
-    blocked = 0.3
+    assert scheduler.kept_up(10.0, 10.0 + sched.MAX_LAG_S) == 10.0  # within the lag it may catch up: kept
+    assert scheduler.stats.behind_s == 0.0
+    assert scheduler.kept_up(10.0, 10.3) == pytest.approx(10.3 - sched.MAX_LAG_S)  # the rest is given up ...
+    assert scheduler.kept_up(20.0, 20.1) == pytest.approx(20.1 - sched.MAX_LAG_S)
+    assert scheduler.stats.behind_s == pytest.approx(0.3 - sched.MAX_LAG_S + 0.1 - sched.MAX_LAG_S)  # ... and counted
+
+
+def test_a_step_that_blocks_the_loop_is_counted() -> None:
+    """A step that blocks the event loop (a loaded CPU) well beyond MAX_LAG_S shows in ``behind_s`` of a real run.
+    More load only adds to it."""
+    _, args, perf, plan = server_parts()
+    scheduler = make_scheduler(perf, scheduler_limits(args, plan))
 
     async def block_once() -> None:
         await asyncio.sleep(0)
-        time.sleep(blocked)
+        time.sleep(10 * sched.MAX_LAG_S)
 
     async def scenario() -> None:
         blocker = asyncio.create_task(block_once())
-        await run_all(scheduler, requests)
+        await run_all(scheduler, [request("r0", 100, 20)])
         await blocker
 
     asyncio.run(scenario())
-    assert blocked - sched.MAX_LAG_S - 0.02 <= scheduler.stats.behind_s <= blocked
-
-    unblocked = make_scheduler(perf, scheduler_limits(args, plan))
-    run(unblocked, [request("r0", 100, 20)])
-    assert unblocked.stats.behind_s == 0.0
+    assert scheduler.stats.behind_s > 0

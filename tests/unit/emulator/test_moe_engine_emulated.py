@@ -15,7 +15,6 @@ import random
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -197,9 +196,8 @@ def deadline_run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """A run whose 0.5 s deadline falls while it compiles (0.6 s x variants x 0.05 a config, 2 workers)."""
     base = tmp_path_factory.mktemp("deadline")
     profile = write_profile(base / "profile.yaml", time_scale=0.05)
-    start = time.time()
     rc, events, stderr = run_engine(base, profile, make_job(base, space(), deadline_s=0.5))
-    return {"base": base, "rc": rc, "events": events, "stderr": stderr, "start": start, "end": time.time()}
+    return {"base": base, "rc": rc, "events": events, "stderr": stderr}
 
 
 def test_deadline_ends_the_run_with_exit_3(deadline_run: dict[str, Any]) -> None:
@@ -211,8 +209,9 @@ def test_deadline_ends_the_run_with_exit_3(deadline_run: dict[str, Any]) -> None
 
 def test_deadline_is_kept(deadline_run: dict[str, Any]) -> None:
     # The queued compiles are dropped at the deadline: the run must not work off the backlog (minutes with a full
-    # space). A generous bound, so a loaded CI machine's slow process starts cannot fail it.
-    assert deadline_run["end"] - deadline_run["start"] < 0.5 + 15
+    # space). The backlog's emulated compiles take seconds, so at 0.5 s (before or while it compiles, as the machine
+    # goes) it is never empty: the engine says when it is (a compile event with nothing pending).
+    assert not [event for event in deadline_run["events"] if event["event"] == "compile" and event.get("pending") == 0]
 
 
 # --------------------------------------------------------------------------------------------- the backend

@@ -38,6 +38,7 @@ class Counters:
         self.in_flight = 0
         self.max_in_flight = 0
         self.requests = 0
+        self.completed = 0  # streams that reached [DONE] (not cut by the client)
         self.max_tokens: dict[str, int] = {}  # /v1/completions requests per max_tokens asked for
 
     def enter(self) -> None:
@@ -106,7 +107,8 @@ class FakeSGLang:
     async def stats(self, _request: web.Request) -> web.Response:
         counters = self.counters
         return web.json_response({"in_flight": counters.in_flight, "max_in_flight": counters.max_in_flight,
-                                  "requests": counters.requests, "max_tokens": counters.max_tokens})
+                                  "requests": counters.requests, "completed": counters.completed,
+                                  "max_tokens": counters.max_tokens})
 
     async def stream(self, request: web.Request, chunks: t.AsyncIterator[bytes]) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -116,6 +118,7 @@ class FakeSGLang:
             async for chunk in chunks:
                 await response.write(chunk)
             await response.write(b"data: [DONE]\n\n")
+            self.counters.completed += 1
         finally:
             self.counters.leave()
         await response.write_eof()

@@ -161,7 +161,7 @@ def test_subprocess_runner_passes_env_and_enforces_the_time_limit() -> None:
     started = time.monotonic()
     with pytest.raises(BenchAborted, match="did not finish within level_timeout_s=0.5"):
         run_subprocess([sys.executable, "-c", "import time; time.sleep(30)"], {}, 0.5)
-    assert time.monotonic() - started < 10.0
+    assert time.monotonic() - started < 30.0, "ended at the limit, not when the program would have"
 
 
 def test_a_stop_rule_ends_a_level_early_and_a_regression_ends_the_sweep(tmp_path: Path) -> None:

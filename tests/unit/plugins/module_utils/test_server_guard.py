@@ -159,10 +159,70 @@ def test_a_disarmed_guard_exits_without_touching_anything(tmp_path, systemctl_lo
 
 
 def test_abandoned_work_is_ended_before_the_restore(tmp_path):
+    """A module registered as llmops modules register (Work) and the process group it started both end."""
     work_dir = tmp_path / "work"
-    work_dir.mkdir()
-    worker = subprocess.Popen(["sleep", "300"], start_new_session=True)
-    (work_dir / f"{worker.pid}.json").write_text(json.dumps({"pid": worker.pid, "pgids": [worker.pid]}))
+    child = textwrap.dedent(f"""
+        import subprocess, time
+        from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import Work
+        work = Work({str(work_dir)!r})
+        tuner = subprocess.Popen(["sleep", "300"], start_new_session=True)
+        work.add_process_group(tuner.pid)
+        print(tuner.pid, flush=True)
+        time.sleep(300)
+        """)
+    module = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, cwd=REPO_ROOT / "collections")
+    tuner_pid = int(module.stdout.readline())
     program.end_abandoned_work(str(work_dir))
-    assert worker.wait(timeout=5) == -signal.SIGTERM
+    assert module.wait(timeout=5) == -signal.SIGTERM
+    assert _ended(tuner_pid), "the module's process group must end with it"
     assert list(work_dir.iterdir()) == []
+
+
+def _ended(pid: int, within_s: float = 5.0) -> bool:
+    deadline = time.monotonic() + within_s
+    while _alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return not _alive(pid)
+
+
+def _record(work_dir: Path, work: dict) -> Path:
+    work_dir.mkdir(exist_ok=True)
+    path = work_dir / "4242.json"
+    path.write_text(json.dumps(work))
+    return path
+
+
+def test_a_pid_given_to_another_process_since_is_not_signalled(tmp_path):
+    """A record whose module and group have ended, their numbers since given to another process (same PID, another
+    start time): the guard leaves that process alone and drops the record."""
+    other = subprocess.Popen(["sleep", "300"], start_new_session=True)
+    try:
+        before = program.process_identity(other.pid)["start"] - 1  # the registered process started earlier
+        record = _record(tmp_path / "work", {"pid": other.pid, "start": before, "cgroup": None,
+                                             "groups": [{"pgid": other.pid, "start": before}]})
+        program.end_abandoned_work(str(tmp_path / "work"))
+        assert other.poll() is None, "a process that only has a registered PID must not be signalled"
+        assert not record.exists()
+    finally:
+        other.kill()
+        other.wait()
+
+
+@pytest.mark.parametrize("same_cgroup", [True, False])
+def test_a_group_whose_leader_exited_ends_only_the_members_still_ours(tmp_path, same_cgroup):
+    """The tuner's leader exited and left a worker in its group: the worker is ended, being in the group, started
+    after the leader and in the module's cgroup; in another cgroup (the group's number given to a new process
+    tree since) it is left alone."""
+    leader = subprocess.Popen(["sh", "-c", "sleep 300 & echo $!"], stdout=subprocess.PIPE, start_new_session=True)
+    worker = int(leader.stdout.readline())
+    started = program.process_identity(leader.pid)["start"]  # a zombie until reaped: still readable
+    leader.wait()
+    cgroup = program.process_identity(os.getpid())["cgroup"] if same_cgroup else "0::/another.scope\n"
+    try:
+        _record(tmp_path / "work", {"pid": leader.pid, "start": started, "cgroup": cgroup,
+                                    "groups": [{"pgid": leader.pid, "start": started}]})
+        program.end_abandoned_work(str(tmp_path / "work"))
+        assert _ended(worker, within_s=2.0 if same_cgroup else 0.5) is same_cgroup
+    finally:
+        if _alive(worker):
+            os.kill(worker, signal.SIGKILL)

@@ -194,15 +194,20 @@ class Scheduler:
                 continue
             batch, cost = self.plan_step()
             noisy_cost = cost * self.instance_factor * lognormal_factor(self.rng, self.noise_cv)
-            deadline += noisy_cost * self.time_scale
-            behind = loop.time() - MAX_LAG_S - deadline
-            if behind > 0:
-                self.stats.behind_s += behind
-                deadline += behind
+            deadline = self.kept_up(deadline + noisy_cost * self.time_scale, loop.time())
             await asyncio.sleep(max(deadline - loop.time(), 0.0))
             self.finish_step(batch)
             self._progress.set()
             self._progress = asyncio.Event()
+
+    def kept_up(self, deadline: float, now: float) -> float:
+        """The end of the next step on the loop's clock: the modelled ``deadline`` while the loop is at most
+        MAX_LAG_S behind it (it catches up); beyond that the lag is given up and counted in ``behind_s``."""
+        behind = now - MAX_LAG_S - deadline
+        if behind <= 0:
+            return deadline
+        self.stats.behind_s += behind
+        return deadline + behind
 
     def plan_step(self) -> tuple[PrefillBatch | None, float]:
         """The next iteration (a prefill batch, or None: a decode step) and its noise-free real-GPU cost."""
