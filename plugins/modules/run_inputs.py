@@ -94,6 +94,16 @@ options:
       - Inputs of the search stage (C(tuning_run_search)), C(knobs), C(budget), C(slo), C(workload), C(rate),
         C(verify), C(seed); each error names the field (for example V(tuning_run_search.budget.max_restarts)).
     type: raw
+  variables:
+    description:
+      - Names of the variables set for the host (C(query('ansible.builtin.varnames', '^(tuning_run|sglang)_'))). A
+        name with the collection's prefix C(tuning_run_) or C(sglang_) that no role or playbook of the
+        collection reads is an error naming the closest input the roles declare (for example V(tuning_run_polcy):
+        did you mean V(tuning_run_policy)?), as Ansible would otherwise ignore it silently.
+    type: list
+    elements: str
+    default: []
+    version_added: 2.1.0
   search_selected:
     description: Whether the search stage is about to run; then O(search) must be set.
     type: raw
@@ -122,6 +132,7 @@ EXAMPLES = r"""
     flag_sets: "{{ sglang_candidate_flag_sets | default(omit) }}"
     environment: "{{ sglang_environment | default(omit) }}"
     inventory_hosts: "{{ groups['all'] }}"
+    variables: "{{ query('ansible.builtin.varnames', '^(tuning_run|sglang)_') }}"
 """
 
 RETURN = r"""
