@@ -22,7 +22,7 @@ tarball=$(echo dist/llmops-sglang-*.tar.gz)
 echo "lint: built $tarball ($(du -k "$tarball" | cut -f1) KiB)"
 
 # 2. Installed where nothing of the checkout is on the collections path (not ./collections of ansible.cfg; the
-#    dependency awx.awx is the one of the ansible package, so --offline), and outside the git work tree: inside it
+#    collection has no dependency, --offline only keeps Galaxy out of it), and outside the git work tree: inside it
 #    ansible-test would take its file list from git, where an ignored directory has no files.
 installed=$(mktemp -d "${TMPDIR:-/tmp}/llmops-sglang-artifact.XXXXXX")
 trap 'rm -rf "$installed"' EXIT

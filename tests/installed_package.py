@@ -56,8 +56,8 @@ def install(tmp: Path) -> Installed:
     (site_packages / "project-venv.pth").write_text(sysconfig.get_path("purelib") + "\n")
     _run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index", "-q",
          wheel, cwd=tmp)
-    # The collection as a user gets it: the built artifact, installed by ansible-galaxy (its dependencies, awx.awx
-    # for awx_configure.yml, are not what these tests are about).
+    # The collection as a user gets it: the built artifact, installed by ansible-galaxy (it declares no dependency;
+    # --no-deps keeps Galaxy out of it).
     _run(PROJECT_BIN / "ansible-galaxy", "collection", "build", "--output-path", tmp, CHECKOUT, cwd=tmp)
     tarball, = tmp.glob("llmops-sglang-*.tar.gz")
     collections = tmp / "collections"

@@ -96,10 +96,10 @@ options:
     type: raw
   variables:
     description:
-      - Names of the variables set for the host (C(query('ansible.builtin.varnames', '^(tuning_run|sglang)_'))). A
-        name with the collection's prefix C(tuning_run_) or C(sglang_) that no role or playbook of the
-        collection reads is an error naming the closest input the roles declare (for example V(tuning_run_polcy):
-        did you mean V(tuning_run_policy)?), as Ansible would otherwise ignore it silently.
+      - Names of the variables set for the host (C(query('ansible.builtin.varnames', '^(tuning_run|sglang)_'))).
+      - A name with the collection's prefix C(tuning_run_) or C(sglang_) that no role or playbook of the collection
+        reads is an error naming the closest input the roles declare (for example V(tuning_run_polcy), did you mean
+        V(tuning_run_policy)?), as Ansible would otherwise ignore it silently.
     type: list
     elements: str
     default: []

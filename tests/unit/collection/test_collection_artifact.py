@@ -109,25 +109,41 @@ def test_galaxy_metadata_is_what_galaxy_and_automation_hub_require():
     assert GALAXY["license"] == ["Apache-2.0"] and "END OF TERMS AND CONDITIONS" in license_text
 
 
-def test_declared_dependencies_are_used_and_met_by_the_ansible_bundle():
-    """awx.awx is what playbooks/awx_configure.yml calls; the `ansible` package pinned in pyproject ships it."""
+def test_no_dependency_is_declared_and_awx_awx_is_used_only_behind_the_awx_playbooks_check():
+    """Installing the tarball needs no Galaxy (issue #39 item 2): awx.awx, the one other collection used, is optional;
+    only the tasks playbooks/awx_configure.yml includes after checking it is installed call it, and the `ansible`
+    package pinned in pyproject ships a version they work with."""
     def task_keys(node) -> list[str]:
         if isinstance(node, dict):
             return [*node, *(key for value in node.values() for key in task_keys(value))]
         return [key for item in node for key in task_keys(item)] if isinstance(node, list) else []
 
-    keys = {key.removeprefix("group/")  # module_defaults of an action group name its collection too
-            for path in [*(REPO / "playbooks").glob("*.yml"), *(REPO / "roles").glob("*/tasks/*.yml")]
-            for key in task_keys(yaml.safe_load(path.read_text()))}
-    used = {key.rsplit(".", 1)[0] for key in keys
-            if key.count(".") == 2 and not key.startswith(("ansible.", "llmops.sglang."))}
-    assert used == set(GALAXY["dependencies"]) == {"awx.awx"}
+    def used(paths) -> set[str]:
+        keys = {key.removeprefix("group/")  # module_defaults of an action group name its collection too
+                for path in paths for key in task_keys(yaml.safe_load(path.read_text()))}
+        return {key.rsplit(".", 1)[0] for key in keys
+                if key.count(".") == 2 and not key.startswith(("ansible.", "llmops.sglang."))}
+
+    assert GALAXY["dependencies"] == {}
+    assert used([*(REPO / "playbooks").glob("*.yml"), *(REPO / "roles").glob("*/tasks/*.yml")]) == set()
+    assert used([REPO / "playbooks" / "tasks" / "awx_objects.yml"]) == {"awx.awx"}
     locations = [Path(p) for p in importlib.util.find_spec("ansible_collections").submodule_search_locations]
-    for name, spec in GALAXY["dependencies"].items():
-        bundled = [found for found in (path / name.replace(".", "/") / "MANIFEST.json" for path in locations)
-                   if found.is_file() and "site-packages" in found.parts]
-        manifest = json.loads(bundled[0].read_text())
-        assert semantic_version.Version(manifest["collection_info"]["version"]) in semantic_version.SimpleSpec(spec)
+    bundled = [found for found in (path / "awx" / "awx" / "MANIFEST.json" for path in locations)
+               if found.is_file() and "site-packages" in found.parts]
+    assert semantic_version.Version(json.loads(bundled[0].read_text())["collection_info"]["version"]) \
+        in semantic_version.SimpleSpec(">=24.6.0,<25.0.0")
+
+
+def test_the_tarball_installs_where_no_galaxy_server_can_be_reached(artifact):
+    """No --offline, no --no-deps: as an air-gapped GPU site runs the README's install line."""
+    target = artifact["tmp"] / "air-gapped"
+    tarball = next((artifact["tmp"] / "dist").glob("llmops-sglang-*.tar.gz"))
+    install = _run("ansible-galaxy", "collection", "install", "-p", str(target), str(tarball), cwd=artifact["tmp"],
+                   home=artifact["tmp"], ANSIBLE_COLLECTIONS_PATH=str(target),
+                   ANSIBLE_GALAXY_SERVER="http://127.0.0.1:9/", ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false")
+    assert install.returncode == 0, install.stdout + install.stderr
+    assert (target / "ansible_collections" / "llmops" / "sglang" / "MANIFEST.json").is_file()
+    assert not (target / "ansible_collections" / "awx").exists()
 
 
 def test_every_role_galaxy_importer_finds_has_a_readme():
