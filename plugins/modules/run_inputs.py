@@ -6,9 +6,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: run_inputs
-short_description: Check a tuning run's inputs before a stage deploys anything
+short_description: Internal - check a tuning run's inputs before a stage deploys anything
 version_added: 1.0.0
 description:
+  - Internal to the collection's stage playbooks (role C(llmops.sglang.tuning_run)), not an interface for
+    playbooks of your own; its options may change in any release.
   - Checks the variables a tuning stage works with - the stages to run and to force, the benchmark options, the
     comparison options, the decision policy, the MoE settings, the candidate flag sets and the baseline args - and
     fails with one message per problem, naming the variable and the element, what is expected and what was given

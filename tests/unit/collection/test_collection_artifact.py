@@ -97,6 +97,33 @@ def test_module_docs_show_no_internal_options(artifact):
     assert internal == {name: [] for name in docs}
 
 
+# What the stage playbooks call and a playbook of the user's should not (issue #39 item 10): the controller actions
+# of the run directory, and the tuning_run role's steps of a stage.
+INTERNAL_MODULES = {"adoption", "run_cost", "run_inputs", "run_record", "run_report", "search_step"}
+INTERNAL_ENTRY_POINTS = {"stage", "measure", "flag_trial", "decide", "moe_revert", "finish"}
+
+
+def test_ansible_doc_lists_internal_actions_and_entry_points_as_internal(artifact):
+    def listed(*argv: str) -> dict:
+        result = _run("ansible-doc", *argv, "--json", "llmops.sglang", cwd=artifact["tmp"], home=artifact["tmp"],
+                      ANSIBLE_COLLECTIONS_PATH=str(artifact["installed"]))
+        assert result.returncode == 0, result.stderr
+        return json.loads(result.stdout)
+
+    modules = {name.removeprefix("llmops.sglang."): text for name, text in listed("-l").items()}
+    assert {name for name, text in modules.items() if text.startswith("Internal - ")} == INTERNAL_MODULES
+    assert {"server", "bench", "moe_tune", "moe_configs", "server_facts"} <= set(modules) - INTERNAL_MODULES
+    entry_points = {(role.removeprefix("llmops.sglang."), entry): text
+                    for role, doc in listed("-t", "role", "-l").items() for entry, text in doc["entry_points"].items()}
+    assert {key for key, text in entry_points.items() if text.startswith("Internal - ")} == {
+        ("tuning_run", entry) for entry in INTERNAL_ENTRY_POINTS}
+    docs = json.loads(_run("ansible-doc", "--json", *(f"llmops.sglang.{name}" for name in sorted(INTERNAL_MODULES)),
+                           cwd=artifact["tmp"], home=artifact["tmp"],
+                           ANSIBLE_COLLECTIONS_PATH=str(artifact["installed"])).stdout)
+    assert all(doc["doc"]["description"][0].startswith("Internal to the collection's stage playbooks")
+               for doc in docs.values())
+
+
 def test_galaxy_metadata_is_what_galaxy_and_automation_hub_require():
     assert semantic_version.Version(GALAXY["version"]) >= semantic_version.Version("1.0.0")
     changelog = yaml.safe_load((REPO / "changelogs" / "changelog.yaml").read_text())
