@@ -45,7 +45,7 @@ def install(tmp: Path) -> Installed:
     # The wheel, built from a copy of the package's sources: setuptools writes build/ and *.egg-info beside them.
     source = tmp / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(CHECKOUT / name, source)
     shutil.copytree(CHECKOUT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp / "dist", source, cwd=tmp)

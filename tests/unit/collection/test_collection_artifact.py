@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -73,6 +74,22 @@ def test_the_tarball_holds_only_collection_content(artifact):
     assert {"roles/sglang_server/README.md", "roles/tuning_run/README.md", "roles/ray_cluster/README.md",
             "roles/sglang_preflight/README.md", "roles/sglang_preflight/files/flag_rules.yml", "CHANGELOG.rst",
             "changelogs/changelog.yaml", "extensions/awx/job_templates.yml"} <= set(names)
+
+
+def test_the_readme_opens_with_what_a_galaxy_user_can_run(artifact):
+    """Galaxy shows README.md; its first commands were `make demo`, and neither the Makefile nor tests/ is in the
+    artifact (issue #39 item 12). The first block runs from the installed collection; make comes under a heading
+    that says it needs a clone."""
+    readme = (REPO / "README.md").read_text()
+    first_block = readme.split("```sh\n", 1)[1].split("```", 1)[0]
+    commands = [line.split()[0] for line in first_block.splitlines() if line.strip()]
+    assert commands and set(commands) <= {"ansible-galaxy", "pip", "cp", "ansible-playbook", "llmops-sglang"}
+    shipped = artifact["installed"] / "ansible_collections" / "llmops" / "sglang"
+    named = re.findall(r"ansible_collections/llmops/sglang/(\S+)", first_block)
+    assert named and all((shipped / path).exists() for path in named), named
+    assert "llmops.sglang.tune" in first_block
+    heading_of_make = [line for line in readme[:readme.index("make demo")].splitlines() if line.startswith("## ")][-1]
+    assert "clone" in heading_of_make
 
 
 def test_every_playbook_parses_by_fqcn_on_an_inventory_without_our_groups(artifact):
