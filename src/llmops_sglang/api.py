@@ -209,8 +209,8 @@ def _result(status: str, rc: int, playbook: str, events: list[dict], run_id: str
     reason = None
     if status == "successful" and not hosts:  # ansible-playbook exits 0 when no play matched a host
         status, reason = "failed", NO_HOSTS
-    return RunResult(status=status, rc=rc, playbook=playbook, hosts=hosts, artifacts=artifacts_of(events), reason=reason,
-                     run_id=run_dir.name if run_dir else run_id, run_dir=run_dir,
+    return RunResult(status=status, rc=rc, playbook=playbook, hosts=hosts, artifacts=artifacts_of(events),
+                     reason=reason, run_id=run_dir.name if run_dir else run_id, run_dir=run_dir,
                      summary=read_summary(run_dir) if run_dir and is_run_dir(run_dir) else None,
                      failures=failures_of(events), events=tuple(events), stdout=output_of(events))
 

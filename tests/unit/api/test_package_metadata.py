@@ -39,10 +39,13 @@ def test_pip_on_an_older_python_says_the_package_needs_a_newer_one(tmp_path):
                          capture_output=True, text=True, check=False, timeout=300,
                          env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path), "PIP_CONFIG_FILE": os.devnull})
     assert pip.returncode != 0
-    assert "llmops-sglang needs Python 3.11 or later (pyproject.toml requires-python), not 3.10." in pip.stdout + pip.stderr
+    said = pip.stdout + pip.stderr
+    assert "llmops-sglang needs Python 3.11 or later (pyproject.toml requires-python), not 3.10." in said
 
 
 def test_what_pip_install_dot_writes_into_the_checkout_is_ignored():
     """setuptools builds in build/ and writes src/*.egg-info beside the sources."""
-    for written in ("build/lib/llmops_sglang/api.py", "build/bdist.linux-x86_64/x", "src/llmops_sglang.egg-info/PKG-INFO"):
-        assert subprocess.run(["git", "check-ignore", "-q", written], cwd=CHECKOUT, check=False).returncode == 0, written
+    for written in ("build/lib/llmops_sglang/api.py", "build/bdist.linux-x86_64/x",
+                    "src/llmops_sglang.egg-info/PKG-INFO"):
+        ignored = subprocess.run(["git", "check-ignore", "-q", written], cwd=CHECKOUT, check=False)
+        assert ignored.returncode == 0, written

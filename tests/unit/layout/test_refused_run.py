@@ -9,7 +9,8 @@ from llmops_sglang import api
 
 from tests.unit.layout.test_inventory_layout import REPO_ROOT
 
-INVENTORY = "[sglang_hosts]\ngpu1 ansible_connection=local ansible_python_interpreter=\"{{ ansible_playbook_python }}\"\n"
+INVENTORY = ('[sglang_hosts]\ngpu1 ansible_connection=local '
+             'ansible_python_interpreter="{{ ansible_playbook_python }}"\n')
 
 
 @pytest.mark.parametrize(("stage", "extravars", "message"), [
