@@ -1,5 +1,5 @@
-"""The collection's version is written once, in galaxy.yml (issue #39 item 1): the README's install line named
-llmops-sglang-1.0.0.tar.gz while the build made 2.0.0. What cannot derive it (static YAML read by ansible-builder,
+"""The collection's version is written once, in galaxy.yml (issue #39 item 1): the README's install line named the
+1.0.0 tarball while the build made 2.0.0. What cannot derive it (static YAML read by ansible-builder,
 pyproject.toml read by pip, prose) must say the same version: this test fails where one disagrees."""
 from __future__ import annotations
 
