@@ -27,10 +27,13 @@ core=$(python -c 'from ansible.release import __version__; print(__version__)')
     echo "sanity: no tests/sanity/ignore-${core%.*}.txt for ansible-core $core (one per supported line)" >&2; exit 1; }
 
 # ansible-test bootstraps pip in each venv from a host this machine cannot reach; this stand-in does the same with
-# ensurepip + PyPI.
+# ensurepip + PyPI, under the name of the pip version this ansible-test asks for (24.2 for 2.19, 25.2 for 2.21).
 home=$root/.cache/ansible-test-home
 mkdir -p "$home/.ansible/test/cache"
-cat > "$home/.ansible/test/cache/get_pip_24_2.py" <<'PY'
+pip_version=$(python -c 'from types import SimpleNamespace
+from ansible_test._internal.python_requirements import get_venv_packages
+print(get_venv_packages(SimpleNamespace(version=None))["pip"].replace(".", "_"))')
+cat > "$home/.ansible/test/cache/get_pip_$pip_version.py" <<'PY'
 import subprocess, sys
 subprocess.check_call([sys.executable, "-m", "ensurepip", "--upgrade"])
 args = [a for a in sys.argv[1:] if a not in ("--no-setuptools", "--no-wheel")]
