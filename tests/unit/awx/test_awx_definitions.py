@@ -161,6 +161,15 @@ def test_awx_configure_without_awx_awx_fails_first_naming_how_to_install_it():
     assert "Project of this repository" not in result.stdout
 
 
+def awx_collection() -> Path | None:
+    """awx.awx where this Python's ansible finds it: the `ansible` package bundles it up to 13.x (ansible-core 2.20)."""
+    import ansible_collections  # noqa: PLC0415 - the collection loader's namespace, as ansible-playbook searches it
+    return next((path / "awx" / "awx" for path in map(Path, ansible_collections.__path__)
+                 if (path / "awx" / "awx" / "MANIFEST.json").is_file()), None)
+
+
+@pytest.mark.skipif(awx_collection() is None, reason="awx.awx is not installed (the `ansible` package of ansible-core "
+                                                     "2.21 no longer bundles it; the 2.19 venv runs this)")
 def test_awx_configure_with_awx_awx_goes_on_to_the_awx_objects():
     result = _ansible("ansible-playbook", "playbooks/awx_configure.yml", "-i", "localhost,", **NO_CONTROLLER)
     assert MISSING not in result.stdout + result.stderr
