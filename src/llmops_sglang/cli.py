@@ -63,7 +63,7 @@ def version_text() -> tuple[str, bool]:
     lines = [f"llmops-sglang {importlib.metadata.version('llmops-sglang')}"]
     try:
         collection = find_collection()
-    except (CollectionNotFound, api.InventoryNotFound) as exc:
+    except CollectionNotFound as exc:
         lines.append(f"llmops.sglang: not found: {exc}")
         found = False
     else:
