@@ -17,7 +17,7 @@ test: setup  ## the integration tests, and beside them the gates (lint, unit tes
 unit: setup
 	@bash scripts/pytest.sh tests/unit
 
-unit-py313:  ## the unit tests on Python 3.13 as well, in .cache/venv-3.13 (the project venv is 3.11; makes its own)
+unit-py313:  ## the unit tests and ansible-test sanity on Python 3.13 with ansible-core 2.21 (the highest supported; the project venv is 3.11 with 2.19), in .cache/venv-3.13 (makes its own)
 	@bash scripts/unit-py313.sh
 
 integration: setup  ## fails where sandbox hosts cannot run (root, namespaces) unless LLMOPS_SKIP_INTEGRATION=1

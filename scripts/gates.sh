@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `make test`: the integration tests (tests/integration, Python 3.11) in the foreground, and beside them, one after
 # another on the other core, the quality gates (scripts/lint.sh), the unit and conformance tests on Python 3.11 and
-# the unit tests on 3.13 (scripts/unit-py313.sh). The integration tests wait on sandbox hosts much of the time
+# the unit tests and sanity on 3.13 with the highest supported ansible-core (scripts/unit-py313.sh). The integration tests wait on sandbox hosts much of the time
 # (~35 min alone); the gates are each one busy process (~16 min in a row alone, ~20 beside them), so on CI's 2 cores
 # they run in the integration tests' idle time instead of before them: a clean clone's `make test` took 33 min
 # (the integration tests 31 of them) where the gates followed by every test on 3.11 took 48. The integration

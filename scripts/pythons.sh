@@ -8,7 +8,7 @@ python_dir() {
     for found in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$1".*/bin/"python$1"; do
         [[ -x $found ]] && { dirname "$found"; return; }
     done
-    echo "Python $1 not found (python$1 on PATH or under pyenv's versions/): ansible-core 2.19 supports it as" \
+    echo "Python $1 not found (python$1 on PATH or under pyenv's versions/): a supported ansible-core runs on it as" \
          "controller Python and the sanity gate and the unit tests run on it; install it (pyenv install $1)" >&2
     return 1
 }

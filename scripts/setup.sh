@@ -2,12 +2,15 @@
 # Installs everything `make test` and `make demo` need on a fresh Debian 12 machine:
 # Debian packages (when root), the project venv with pinned Python dependencies, and
 # the gitignored self-link that puts this checkout on Ansible's collections path.
-# VENV and PYTHON choose another venv and its interpreter (scripts/unit-py313.sh: a second one on Python 3.13).
+# VENV and PYTHON choose another venv and its interpreter, CONSTRAINTS its exact versions (pyproject.toml declares
+# ranges; constraints/ansible-core-2.19.txt by default, the lowest supported ansible-core; scripts/unit-py313.sh: a
+# second venv on Python 3.13 with constraints/ansible-core-2.21.txt, the highest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 venv=${VENV:-$root/.venv}
 python=${PYTHON:-python3}
+constraints=${CONSTRAINTS:-$root/constraints/ansible-core-2.19.txt}
 
 # Packages the sandbox hosts and the controller need, and the headless browser (with its
 # driver and a font) that renders report.html in the tests. Only installed when missing;
@@ -33,11 +36,11 @@ if ((${#missing[@]})); then
     DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-stamp=$venv/.installed-$(sha256sum pyproject.toml | cut -c1-16)
+stamp=$venv/.installed-$(cat pyproject.toml constraints/common.txt "$constraints" | sha256sum | cut -c1-16)
 if [[ ! -f $stamp ]]; then
     [[ -x $venv/bin/python ]] || "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install -q --upgrade "pip==25.3"
-    "$venv/bin/python" -m pip install -q -e ".[test]"
+    "$venv/bin/python" -m pip install -q -e ".[test]" -c "$constraints"
     rm -f "$venv"/.installed-*
     touch "$stamp"
 fi

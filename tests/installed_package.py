@@ -45,7 +45,7 @@ def install(tmp: Path) -> Installed:
     # The wheel, built from a copy of the package's sources: setuptools writes build/ and *.egg-info beside them.
     source = tmp / "source"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md", "LICENSE"):
+    for name in ("pyproject.toml", "setup.py", "README.md", "LICENSE"):
         shutil.copy(CHECKOUT / name, source)
     shutil.copytree(CHECKOUT / "src", source / "src", ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     _run(sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", tmp / "dist", source, cwd=tmp)
@@ -56,8 +56,8 @@ def install(tmp: Path) -> Installed:
     (site_packages / "project-venv.pth").write_text(sysconfig.get_path("purelib") + "\n")
     _run(sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install", "--no-deps", "--no-index", "-q",
          wheel, cwd=tmp)
-    # The collection as a user gets it: the built artifact, installed by ansible-galaxy (its dependencies, awx.awx
-    # for awx_configure.yml, are not what these tests are about).
+    # The collection as a user gets it: the built artifact, installed by ansible-galaxy (it declares no dependency;
+    # --no-deps keeps Galaxy out of it).
     _run(PROJECT_BIN / "ansible-galaxy", "collection", "build", "--output-path", tmp, CHECKOUT, cwd=tmp)
     tarball, = tmp.glob("llmops-sglang-*.tar.gz")
     collections = tmp / "collections"

@@ -7,6 +7,7 @@ from ansible.errors import AnsibleActionFail
 from ansible.utils.display import Display
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import InputError, as_bool, validate_run_inputs
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_variables import unknown_variables
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import check_search
 
 OPTIONS = ("stages", "force", "bench", "compare", "sequential", "restart_check", "policy", "moe", "flag_sets",
@@ -36,6 +37,7 @@ class ActionModule(ControllerAction):
             "search": {"type": "raw"},
             "search_selected": {"type": "raw", "default": False},
             "llmops_run_id": {"type": "str"},
+            "variables": {"type": "list", "elements": "str", "default": []},
         })
         if args["llmops_run_id"] is not None:
             # A real deprecation (ansible-playbook, AWX and ansible-runner show it as one, and
@@ -45,7 +47,7 @@ class ActionModule(ControllerAction):
                 "publishes with set_stats for the next AWX workflow node); llmops_run_id still resumes the run",
                 version="3.0.0", collection_name="llmops.sglang")
         inputs = {name: args[name] for name in OPTIONS if args.get(name) is not None}
-        errors = validate_run_inputs(inputs)
+        errors = unknown_variables(args["variables"]) + validate_run_inputs(inputs)
         try:
             search_selected = as_bool("search_selected", args["search_selected"])
         except InputError as exc:

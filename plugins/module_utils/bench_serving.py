@@ -118,6 +118,7 @@ def run_subprocess(argv: list[str], env: dict[str, str], timeout_s: float | None
     """One bench_serving run. subprocess, not run_command: a level has a time limit (level_timeout_s), which
     run_command has not; the environment is the runner's (command_runner.command_environment: the forced locale)."""
     try:
+        # pylint: disable-next=ansible-bad-function
         done = subprocess.run(argv, env=command_environment(env, base=os.environ), capture_output=True, text=True, timeout=timeout_s,
                               check=False)
     except subprocess.TimeoutExpired as exc:

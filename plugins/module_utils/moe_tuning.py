@@ -103,6 +103,7 @@ def visible_devices(environment: dict) -> list[str] | None:
 def ray_cluster_gpus(python: str, env: dict[str, str], timeout_s: float = 120.0) -> int:
     """GPUs of the Ray cluster ``RAY_ADDRESS`` in ``env`` points at, asked through the SGLang python's ray."""
     try:  # subprocess, not run_command: a time limit; env is tuner_environment's (the forced locale)
+        # pylint: disable-next=ansible-bad-function
         probe = subprocess.run([python, "-c", RAY_GPU_PROBE], env=env, capture_output=True, text=True,
                                timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
@@ -127,6 +128,7 @@ def ray_workers(python: str, env: dict[str, str], driver_pid: int, batch_sizes: 
     (batch sizes >= workers). Raises ValueError when Ray cannot be asked or knows no job of that driver.
     """
     try:  # subprocess, not run_command: a time limit; env is tuner_environment's (the forced locale)
+        # pylint: disable-next=ansible-bad-function
         probe = subprocess.run([python, "-c", RAY_WORKERS_PROBE, str(driver_pid), actor_class], env=env,
                                capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
@@ -371,6 +373,7 @@ def run_tuners(invocations: list[TunerInvocation], timeout_s: float,
                 # A raw Popen, not run_command: the tuner runs for hours in its own process group, which the host's
                 # guard (on_start) and the timeout end as a whole. ``env`` comes from tuner_environment (the forced
                 # locale).
+                # pylint: disable-next=ansible-bad-function
                 processes.append(subprocess.Popen(invocation.argv, cwd=invocation.cwd, env=invocation.env,
                                                   stdin=subprocess.DEVNULL, stdout=out, stderr=err,
                                                   start_new_session=True))

@@ -131,6 +131,7 @@ def source_version(source_dir: str, run: Runner | None = None) -> str | None:
 
 def _run(argv: list) -> tuple:
     """The runner of a caller without a module (the tests, the controller): modules pass their CommandRunner."""
+    # pylint: disable-next=ansible-bad-function
     completed = subprocess.run(argv, capture_output=True, text=True, check=False,
                                env=command_environment(base=os.environ))
     return completed.returncode, completed.stdout, completed.stderr

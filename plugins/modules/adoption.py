@@ -6,9 +6,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: adoption
-short_description: The configuration a tuning stage starts from, the verdict on a measurement, what is adopted after it
+short_description: Internal - the configuration a tuning stage starts from, the verdict on a measurement, what is adopted after it
 version_added: 2.0.0
 description:
+  - Internal to the collection's stage playbooks (role C(llmops.sglang.tuning_run)), not an interface for
+    playbooks of your own; its options may change in any release.
   - The one adoption policy of every stage of a tuning run (docs/run-directory.md, "Adopted configuration").
   - O(step=load) finds the configuration adopted so far on the host, the C(adopted.json) of the most recent stage
     before O(stage) that recorded one (the stage registry's C(adopted_from)); fails naming the fix when the stage

@@ -6,9 +6,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: run_cost
-short_description: Account the GPU-minutes a tuning stage spent, from its records in the run directory
+short_description: Internal - account the GPU-minutes a tuning stage spent, from its records in the run directory
 version_added: 1.0.0
 description:
+  - Internal to the collection's stage playbooks (role C(llmops.sglang.tuning_run)), not an interface for
+    playbooks of your own; its options may change in any release.
   - Reads the records of one stage of one host in the run directory (its measurements' C(deploy.json),
     C(facts.json), C(sweep.json); the MoE stage's C(tune_up.json), C(tune_down.json), C(kernel_benchmark.json)) and
     returns the stage's cost; writes C(cost.json) next to each measurement and each skipped flag trial.

@@ -6,9 +6,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: run_inputs
-short_description: Check a tuning run's inputs before a stage deploys anything
+short_description: Internal - check a tuning run's inputs before a stage deploys anything
 version_added: 1.0.0
 description:
+  - Internal to the collection's stage playbooks (role C(llmops.sglang.tuning_run)), not an interface for
+    playbooks of your own; its options may change in any release.
   - Checks the variables a tuning stage works with - the stages to run and to force, the benchmark options, the
     comparison options, the decision policy, the MoE settings, the candidate flag sets and the baseline args - and
     fails with one message per problem, naming the variable and the element, what is expected and what was given
@@ -94,6 +96,16 @@ options:
       - Inputs of the search stage (C(tuning_run_search)), C(knobs), C(budget), C(slo), C(workload), C(rate),
         C(verify), C(seed); each error names the field (for example V(tuning_run_search.budget.max_restarts)).
     type: raw
+  variables:
+    description:
+      - Names of the variables set for the host (C(query('ansible.builtin.varnames', '^(tuning_run|sglang)_'))).
+      - A name with the collection's prefix C(tuning_run_) or C(sglang_) that no role or playbook of the collection
+        reads is an error naming the closest input the roles declare (for example V(tuning_run_polcy), did you mean
+        V(tuning_run_policy)?), as Ansible would otherwise ignore it silently.
+    type: list
+    elements: str
+    default: []
+    version_added: 2.1.0
   search_selected:
     description: Whether the search stage is about to run; then O(search) must be set.
     type: raw
@@ -122,6 +134,7 @@ EXAMPLES = r"""
     flag_sets: "{{ sglang_candidate_flag_sets | default(omit) }}"
     environment: "{{ sglang_environment | default(omit) }}"
     inventory_hosts: "{{ groups['all'] }}"
+    variables: "{{ query('ansible.builtin.varnames', '^(tuning_run|sglang)_') }}"
 """
 
 RETURN = r"""

@@ -6,9 +6,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: run_record
-short_description: Write evidence files into the tuning run directory on the controller
+short_description: Internal - write evidence files into the tuning run directory on the controller
 version_added: 1.0.0
 description:
+  - Internal to the collection's stage playbooks (role C(llmops.sglang.tuning_run)), not an interface for
+    playbooks of your own; its options may change in any release.
   - Writes files (requested args, units, startup logs, facts, sweeps, comparisons, decisions) into a directory of
     the run directory on the controller (see docs/run-directory.md). Mappings and lists are written as JSON
     (indented, keys sorted), strings as they are.

@@ -6,9 +6,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: run_report
-short_description: Write summary.json, report.md and report.html of a tuning run
+short_description: Internal - write summary.json, report.md and report.html of a tuning run
 version_added: 1.0.0
 description:
+  - Internal to the collection's stage playbooks (role C(llmops.sglang.tuning_run)), not an interface for
+    playbooks of your own; its options may change in any release.
   - Builds the report of a tuning run only from its run directory (docs/run-directory.md), so it can be
     regenerated at any time and shows exactly the recorded evidence.
   - C(summary.json) holds per host the status of every stage, every decision with its reasons, the adopted

@@ -6,9 +6,11 @@ from __future__ import annotations
 DOCUMENTATION = r"""
 ---
 module: search_step
-short_description: One step of the goodput search stage of one host - the next candidate, the next probe, a verdict
+short_description: Internal - one step of the goodput search stage of one host - the next candidate, the next probe, a verdict
 version_added: 1.0.0
 description:
+  - Internal to the collection's stage playbooks (role C(llmops.sglang.tuning_run)), not an interface for
+    playbooks of your own; its options may change in any release.
   - The search stage (C(playbooks/search.yml)) deploys candidates and runs the benchmark itself; this action says
     what comes next and records what came back in the host's search directory (O(dir), C(runs/<run_id>/search/<host>)),
     namely C(search.json) (the strategy's history, the probes of the candidate being measured, the verification) and one

@@ -31,6 +31,13 @@ from llmops_sglang.runs import is_run_dir, read_summary
 TUNE_PLAYBOOK = "llmops.sglang.tune"  # ansible-runner hands the FQCN to ansible-playbook, which resolves it
 # How often ansible-runner asks whether to stop (cancel flag, timeout) while the playbook prints nothing.
 POLL_SECONDS = 0.5
+NO_HOSTS = ("no host ran a task: no play matched a host of the inventory (the stage playbooks target the "
+            "sglang_hosts group)")
+
+
+class InventoryNotFound(FileNotFoundError):
+    """The inventory given is no file or directory, and no inline host list either."""
+
 
 OnEvent = t.Callable[[ProgressEvent], None]
 StageList = t.Union[str, t.Sequence[str], None]
@@ -163,8 +170,11 @@ def run(playbook_or_stage: str | os.PathLike, inventory: str | os.PathLike,
     ProgressEvents while the playbook runs. Setting ``cancel`` or exceeding ``timeout`` seconds stops the playbook:
     status ``canceled`` or ``timeout``. A task that was running on a host when the playbook stopped may still
     complete there (modules run on the host). Raises CollectionNotFound before anything runs when llmops.sglang is
-    not on the collections path.
+    not on the collections path, and InventoryNotFound when ``inventory`` is neither a file, a directory nor an
+    inline host list (``host1,host2``). A run where no host ran a task (the plays matched none of the inventory's
+    hosts) is ``failed``, with that ``reason``.
     """
+    check_inventory(inventory)
     cancel = cancel or threading.Event()
     relay = _EventRelay(on_event, cancel)
     collection = find_collection()
@@ -184,11 +194,23 @@ def run(playbook_or_stage: str | os.PathLike, inventory: str | os.PathLike,
     return _result("timeout" if stopper.timed_out else runner.status, runner.rc, playbook, relay.events, run_id)
 
 
+def check_inventory(inventory: str | os.PathLike) -> None:
+    """ansible-playbook only warns about an inventory path that does not exist and runs on the implicit localhost
+    (or on nothing); a comma makes it an inline host list, as ansible-playbook reads it."""
+    if "," not in str(inventory) and not Path(inventory).exists():
+        raise InventoryNotFound(f"inventory {inventory}: no such file or directory ({Path(inventory).resolve()}); "
+                                "give an inventory file or directory (-i), or an inline host list such as 'gpu1,'")
+
+
 def _result(status: str, rc: int, playbook: str, events: list[dict], run_id: str | None) -> RunResult:
     run_dir = run_dir_of(events)
     stats = next((e.get("event_data") for e in events if e.get("event") == "playbook_on_stats"), None)
-    return RunResult(status=status, rc=rc, playbook=playbook, hosts=host_stats(stats), artifacts=artifacts_of(events),
-                     run_id=run_dir.name if run_dir else run_id, run_dir=run_dir,
+    hosts = host_stats(stats)
+    reason = None
+    if status == "successful" and not hosts:  # ansible-playbook exits 0 when no play matched a host
+        status, reason = "failed", NO_HOSTS
+    return RunResult(status=status, rc=rc, playbook=playbook, hosts=hosts, artifacts=artifacts_of(events),
+                     reason=reason, run_id=run_dir.name if run_dir else run_id, run_dir=run_dir,
                      summary=read_summary(run_dir) if run_dir and is_run_dir(run_dir) else None,
                      failures=failures_of(events), events=tuple(events), stdout=output_of(events))
 

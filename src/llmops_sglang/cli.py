@@ -149,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
         if arguments.command == "report":
             return report(runs_dir / arguments.run_id, console)
         return list_all(runs_dir, console)
-    except CollectionNotFound as exc:
+    except (CollectionNotFound, api.InventoryNotFound) as exc:
         console.print(f"llmops-sglang: {exc}", style="red", highlight=False)
         return EXIT_FAILED
 
@@ -171,7 +171,7 @@ def run_playbook(arguments: argparse.Namespace, console: Console) -> int:
         console.print(f"interrupted: the playbook was stopped; resume with --run-id {run_id}", highlight=False)
         return EXIT_INTERRUPTED
     print_result(console, result, time.monotonic() - started)
-    return EXIT_OK if result.succeeded and result.hosts else EXIT_FAILED
+    return EXIT_OK if result.succeeded else EXIT_FAILED
 
 
 def report(run_dir: Path, console: Console) -> int:

@@ -215,9 +215,8 @@ def print_result(console: Console, result: RunResult, elapsed_s: float) -> None:
         recap.add_row(name, str(stats.ok), str(stats.changed), str(stats.failures), str(stats.unreachable),
                       str(stats.rescued))
     console.print(recap)
-    if not result.hosts:
-        console.print(Text("no host ran a task: check the inventory (the plays target the sglang_hosts group)",
-                           style="red"))
+    if result.reason is not None:
+        console.print(Text(result.reason, style="red"))
     if result.summary is not None:
         print_summary(console, result.summary)
     if not result.succeeded:

@@ -331,7 +331,9 @@ class TaskFailure:
 
 @dataclass(frozen=True)
 class RunResult:
-    """What one API call did. ``status``: successful, failed, canceled or timeout (ansible-runner's status)."""
+    """What one API call did. ``status``: successful, failed, canceled or timeout (ansible-runner's status, except
+    that a run where no host ran a task is failed); ``rc``: ansible-playbook's exit status; ``reason``: why the run
+    failed where no task's failure says it."""
 
     status: str
     rc: int
@@ -342,6 +344,7 @@ class RunResult:
     run_dir: Path | None
     summary: Summary | None
     failures: tuple[TaskFailure, ...] = ()
+    reason: str | None = None
     # every ansible-runner job event of the run, in order (what AWX stores of a job), and the playbook's output
     events: tuple[dict, ...] = field(default=(), repr=False)
     stdout: str = field(default="", repr=False)

@@ -74,7 +74,7 @@ def test_an_input_error_fails_the_stage_before_anything_is_deployed(stage, runs,
     failed = task_results(result, "Check the run's inputs before anything is deployed")[HOST]
     assert message in failed["msg"] and "nothing was changed" in failed["msg"], failed["msg"]
     assert (invocation(fleet, gpu1), exec_start(fleet, gpu1)) == before
-    assert not (runs / f"input-{len(message)}" / "flags").exists()
+    assert not (runs / f"input-{len(message)}").exists()  # no run.json, runs/latest not moved
 
 
 def test_a_key_protected_server_is_measured_with_sglang_api_key(stage, runs, fleet, gpu1):

@@ -139,6 +139,27 @@ def test_a_failed_run_names_the_failed_task(tmp_path):
         ("api-test-host", "Fail when asked to", "asked to fail")]
 
 
+def test_an_inventory_path_that_does_not_exist_is_refused_before_anything_runs(tmp_path):
+    """ansible-playbook only warns and runs on the implicit localhost: the run said successful, rc 0, no hosts."""
+    events: list[ProgressEvent] = []
+    with pytest.raises(api.InventoryNotFound) as refused:
+        api.run(PLAYBOOK, tmp_path / "inventroy.yml", local_vars(tmp_path), on_event=events.append)
+    assert f"inventory {tmp_path / 'inventroy.yml'}: no such file or directory" in str(refused.value)
+    assert events == [] and not (tmp_path / "run-local").exists()
+
+
+def test_a_run_where_no_host_ran_a_task_fails_with_that_reason(tmp_path):
+    """An inventory without a host the play targets: ansible-playbook skips the play and exits 0."""
+    (tmp_path / "empty.ini").write_text("[sglang_hosts]\n")
+    inline = api.run(PLAYBOOK, "nohost-matches-this,", local_vars(tmp_path), limit="other")
+    result = api.run(PLAYBOOK, tmp_path / "empty.ini", local_vars(tmp_path))
+    assert (result.status, result.succeeded, result.hosts, result.rc) == ("failed", False, {}, 0)
+    assert result.reason == api.NO_HOSTS and result.reason.startswith("no host ran a task")
+    assert inline.status == "failed" and not inline.succeeded
+    ran = api.run(PLAYBOOK, INVENTORY, local_vars(tmp_path))
+    assert ran.succeeded and ran.reason is None
+
+
 def remaining_processes(marker: str) -> list[int]:
     """Processes of a run whose command line names ``marker``, after giving SIGTERM a moment to act."""
     deadline = time.monotonic() + 3

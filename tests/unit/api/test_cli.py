@@ -114,7 +114,7 @@ def test_version_names_the_package_the_collection_and_where_it_is(capsys):
     assert lines[:2] == [f"llmops-sglang {importlib.metadata.version('llmops-sglang')}",
                          f"llmops.sglang {collection.version} at {collection.path} -> {collection.path.resolve()}"]
     assert lines[2] == f"ansible.cfg: {collection.config} (development install)"
-    assert re.fullmatch(r"ansible-core 2\.19\.\d+, Python 3\.\d+\.\d+", lines[3])
+    assert re.fullmatch(r"ansible-core 2\.(19|20|21)\.\d+, Python 3\.\d+\.\d+", lines[3])
 
 
 def test_version_without_the_collection_says_so_and_exits_1(monkeypatch, capsys):
@@ -171,14 +171,23 @@ def test_a_failed_run_exits_1_and_names_the_failed_task(api_calls, capsys, monke
     assert "gpu1: MoE tuning / Sweep it: the sweep stopped early" in out
 
 
-def test_a_run_where_no_host_matched_exits_1(monkeypatch, capsys):
-    def no_hosts(playbook_or_stage, inventory, extravars=None, run_id=None, on_event=None, **options):
-        return RunResult(status="successful", rc=0, playbook="llmops.sglang.tune", hosts={}, artifacts={},
-                         run_id=run_id, run_dir=None, summary=None)
+def test_a_run_where_no_host_matched_exits_1_and_says_failed(tmp_path, monkeypatch, capsys):
+    """The real pipeline on an inventory without sglang_hosts: every play is skipped, ansible-playbook exits 0."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "empty.yml").write_text("all:\n  hosts: {}\n")
+    assert cli.main(["tune", "-i", "empty.yml", "--run-id", "r1"]) == cli.EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "llmops.sglang.tune: failed (rc 0)" in out and "successful" not in out
+    assert "no host ran a task: no play matched a host of the inventory" in out
 
-    monkeypatch.setattr(api, "run", no_hosts)
-    assert cli.main(["tune", "-i", "empty.yml"]) == cli.EXIT_FAILED
-    assert "no host ran a task" in capsys.readouterr().out
+
+def test_an_inventory_path_that_does_not_exist_exits_1_naming_it_before_anything_runs(tmp_path, monkeypatch,
+                                                                                       capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["tune", "-i", "inventroy/", "--run-id", "r1"]) == cli.EXIT_FAILED
+    out = capsys.readouterr().out
+    assert "inventory inventroy/: no such file or directory" in out and "rc 0" not in out
+    assert not (tmp_path / "runs").exists()
 
 
 def test_report_regenerates_the_report_of_a_run(runs_dir, capsys):

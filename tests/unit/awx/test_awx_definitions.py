@@ -134,15 +134,46 @@ def test_filter_rejects_a_cycle_and_converts_approvals():
                                                          "organization": {"name": "Default"}}
 
 
-def _ansible(*argv: str) -> subprocess.CompletedProcess:
+def _ansible(*argv: str, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([str(Path(sys.executable).parent / argv[0]), *argv[1:]], cwd=REPO, capture_output=True, text=True,
                           env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "ANSIBLE_CONFIG": str(REPO / "ansible.cfg"),
-                               "HOME": str(REPO / ".cache")})
+                               "HOME": str(REPO / ".cache"), **env})
 
 
 def test_awx_configure_playbook_parses_with_the_awx_collection():
     result = _ansible("ansible-playbook", "--syntax-check", "playbooks/awx_configure.yml", "-i", "localhost,")
     assert result.returncode == 0, result.stderr
+
+
+# No controller listens there: with awx.awx installed the playbook gets as far as the first AWX object.
+NO_CONTROLLER = {"CONTROLLER_HOST": "http://127.0.0.1:9", "CONTROLLER_OAUTH_TOKEN": "unused"}
+MISSING = "playbooks/awx_configure.yml needs the awx.awx collection, an optional dependency of llmops.sglang"
+
+
+def test_awx_configure_without_awx_awx_fails_first_naming_how_to_install_it():
+    """awx.awx is optional (issue #39 item 2); without it Ansible stopped while loading the playbook with
+    "couldn't resolve module/action 'awx.awx.project'". Here it is on no collections path the playbook searches."""
+    result = _ansible("ansible-playbook", "playbooks/awx_configure.yml", "-i", "localhost,", **NO_CONTROLLER,
+                      ANSIBLE_COLLECTIONS_SCAN_SYS_PATH="false")
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert MISSING in result.stdout + result.stderr
+    assert "`ansible-galaxy collection install awx.awx`" in result.stdout + result.stderr
+    assert "Project of this repository" not in result.stdout
+
+
+def awx_collection() -> Path | None:
+    """awx.awx where this Python's ansible finds it: the `ansible` package bundles it up to 13.x (ansible-core 2.20)."""
+    import ansible_collections  # noqa: PLC0415 - the collection loader's namespace, as ansible-playbook searches it
+    return next((path / "awx" / "awx" for path in map(Path, ansible_collections.__path__)
+                 if (path / "awx" / "awx" / "MANIFEST.json").is_file()), None)
+
+
+@pytest.mark.skipif(awx_collection() is None, reason="awx.awx is not installed (the `ansible` package of ansible-core "
+                                                     "2.21 no longer bundles it; the 2.19 venv runs this)")
+def test_awx_configure_with_awx_awx_goes_on_to_the_awx_objects():
+    result = _ansible("ansible-playbook", "playbooks/awx_configure.yml", "-i", "localhost,", **NO_CONTROLLER)
+    assert MISSING not in result.stdout + result.stderr
+    assert "TASK [Project of this repository]" in result.stdout, result.stdout + result.stderr
 
 
 def test_execution_environment_gives_a_build_context_with_the_built_collection(tmp_path):
