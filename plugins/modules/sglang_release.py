@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_release
 short_description: Install an SGLang release into a versioned virtualenv beside the serving one
-version_added: 1.1.0
+version_added: 2.0.0
 description:
   - Creates a virtualenv of its own for one SGLang release (default C(<venvs_dir>/<version>), e.g.
     C(/opt/sglang/venvs/0.5.23)) and installs the release into it, with the Triton and torch versions given in

@@ -7,7 +7,7 @@ DOCUMENTATION = r"""
 ---
 module: sglang_upgrade_check
 short_description: Predict what an installed SGLang release will do with this host's tuned MoE configs and flags
-version_added: 1.1.0
+version_added: 2.0.0
 description:
   - Runs before anything restarts. It compares the release installed at O(python) (see M(llmops.sglang.sglang_release))
     with the one serving at O(current_python), for this host's deployment (O(model_path), O(server_args), O(gpu_name),
