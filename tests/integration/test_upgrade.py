@@ -10,10 +10,10 @@ import json
 
 import pytest
 
-from tests.integration.ansible import task_results
+from tests.integration.ansible import REPO_ROOT, task_results
 
 pytestmark = pytest.mark.sandbox
-UPGRADE = "playbooks/upgrade.yml"
+UPGRADE = REPO_ROOT / "playbooks" / "upgrade.yml"
 INSTALL = "Install the release into its own venv (the serving one stays untouched)"
 CONFIG_DIR = "/var/lib/llmops-sglang/upgrade-test-moe"
 UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
