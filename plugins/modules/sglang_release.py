@@ -15,7 +15,7 @@ description:
     host (air-gapped fleets; C(pip install --no-index --find-links)).
   - Records what was requested and what pip installed (C(pip freeze --all)) in C(llmops-release.json) inside the venv.
     That file makes the venv this module's own. The same request again changes nothing. A venv without that file,
-    or one that holds another request, is refused: an installed release is never changed in place, because it may
+    or one that holds another request, is refused. An installed release is never changed in place, because it may
     be serving or be the rollback target.
   - Bad input fails before anything changes, and the message names the option to fix. Examples are a release or
     Triton/torch version the wheelhouse lacks, a requested version that conflicts with the release's own pin, and a
