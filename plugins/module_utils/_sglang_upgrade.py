@@ -267,8 +267,9 @@ def predict(run, params: dict) -> dict[str, Any]:
 def summary(versions: dict, moe: list[dict], flags: dict, source: str) -> list[str]:
     """One line per finding, in the operator's words."""
     old, new = versions["current"], versions["new"]
+    answered = "release" if source == "release" else "collection's model of the release"
     lines = [f"sglang {old['sglang']} -> {new['sglang']}, triton {old['triton']} -> {new['triton']}, torch "
-             f"{old['torch']} -> {new['torch']} (MoE lookup answered by the {'release' if source == 'release' else 'collection model of the release'})"]
+             f"{old['torch']} -> {new['torch']} (MoE lookup answered by the {answered})"]
     for row in moe:
         what = {"kept": f"loads {row['new']['path']}",
                 "gained": f"loads {row['new']['path']} (the current release runs defaults)",

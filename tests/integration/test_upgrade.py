@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from tests.integration.ansible import REPO_ROOT, task_results
+from tests.integration.ansible import REPO_ROOT, task_results, write_demo_inventory
 
 pytestmark = pytest.mark.sandbox
 UPGRADE = REPO_ROOT / "playbooks" / "upgrade.yml"
@@ -26,16 +26,19 @@ SERVING_PYTHON = "/opt/sglang/venv/bin/python"
 
 @pytest.fixture(name="upgrade")
 def upgrade_fixture(fleet, gpu1, runner, tmp_path):
-    """Runs upgrade.yml on gpu1 with tuned configs in a shared SGLANG_MOE_CONFIG_DIR; cleans the host up after."""
+    """Runs upgrade.yml on gpu1 (the demo inventory's group vars) with tuned configs in a shared
+    SGLANG_MOE_CONFIG_DIR; cleans the host up after."""
+    inventory = write_demo_inventory(tmp_path / "inventory", fleet.connection_vars(),
+                                     {"gpu1": {"ansible_host": gpu1.address}})
     fleet.run(gpu1, "python3", "-c", "import json, pathlib, sys; d = pathlib.Path(sys.argv[1]); d.mkdir(parents=True); "
               "[(d / n).write_text(sys.argv[2]) for n in sys.argv[3:]]", f"{CONFIG_DIR}/configs/triton_3_6_0",
               json.dumps(TUNED), UP, DOWN)
 
     def run(version: str, **options):
-        extravars = {"upgrade_version": version, "upgrade_wheelhouse": "/srv/wheelhouse", "tuning_run_root": str(tmp_path),
-                     "run_id": "upgrade-test", "upgrade_server_args": SERVER_ARGS,
-                     "upgrade_moe_config_dir": CONFIG_DIR}
-        return runner.run(UPGRADE, extravars, limit="gpu1", **options)
+        extravars = {"upgrade_version": version, "upgrade_wheelhouse": "/srv/wheelhouse",
+                     "tuning_run_root": str(tmp_path / "runs"), "run_id": "upgrade-test",
+                     "upgrade_server_args": SERVER_ARGS, "upgrade_moe_config_dir": CONFIG_DIR}
+        return runner.run(UPGRADE, extravars, inventory=inventory, **options)
 
     yield run
     fleet.run(gpu1, "rm", "-rf", "/opt/sglang/venvs", CONFIG_DIR)
@@ -49,16 +52,17 @@ def test_two_releases_install_beside_the_serving_one_and_the_prediction_says_wha
                                                                                             tmp_path):
     checked = upgrade("0.5.24", check=True)
     assert checked.status == "successful", checked.stdout
-    plan = task_results(checked, INSTALL)["gpu1"]
+    plan = task_results(checked, INSTALL).get("gpu1")
+    assert plan is not None, checked.stdout
     assert plan["changed"] is True and plan["plan"]["triton"] == {"version": "3.9.0", "from": "pinned by sglang 0.5.24"}
     assert fleet.run(gpu1, "test", "-e", "/opt/sglang/venvs", check=False).returncode == 1
 
-    predictions = {}
+    predictions, run_dir = {}, tmp_path / "runs" / "upgrade-test" / "upgrade" / "gpu1"
     for version in ("0.5.23", "0.5.24"):
         result = upgrade(version)
         assert result.status == "successful", result.stdout
         assert task_results(result, INSTALL)["gpu1"]["python"] == f"/opt/sglang/venvs/{version}/bin/python"
-        predictions[version] = json.loads((tmp_path / "upgrade-test" / "upgrade" / "gpu1" / "prediction.json").read_text())
+        predictions[version] = json.loads((run_dir / "prediction.json").read_text())
     installed = fleet.run(gpu1, "sh", "-c", "cat /opt/sglang/venvs/*/llmops-release.json").stdout
     assert installed.count('"state": "installed"') == 2
     assert serving_sglang(fleet, gpu1) == "0.5.11"
@@ -75,7 +79,7 @@ def test_two_releases_install_beside_the_serving_one_and_the_prediction_says_wha
     assert future["flags"]["errors"][0].startswith("server_args.enable_flashinfer_allreduce_fusion: SGLang 0.5.24 has "
                                                    "no --enable-flashinfer-allreduce-fusion")
     assert future["ready"] is False
-    report = (tmp_path / "upgrade-test" / "upgrade" / "gpu1" / "prediction.md").read_text()
+    report = (run_dir / "prediction.md").read_text()
     assert f"- up {UP}: fallback: falls back to {CONFIG_DIR}/configs/triton_3_6_0/{UP}" in report
 
     again = upgrade("0.5.24")
