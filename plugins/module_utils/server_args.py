@@ -164,8 +164,10 @@ def _value_errors(name: str, value: object, spec: Mapping) -> list[str]:
     return []
 
 
-def validate_server_args(server_args: Mapping[str, object], known_flags: Mapping[str, dict]) -> list[str]:
-    """Errors for args the installed SGLang does not know or cannot take; each names the field and the fix.
+def validate_server_args(server_args: Mapping[str, object], known_flags: Mapping[str, dict],
+                         version: str | None = None) -> list[str]:
+    """Errors for args the installed SGLang (``version`` names it in the messages) does not know or cannot take;
+    each names the field and the fix.
 
     A name the release does not list is explained by the collection's tables first (sglang_names: a rename,
     a setting that is gone, a removal without replacement), by string similarity only when they know nothing.
@@ -178,27 +180,29 @@ def validate_server_args(server_args: Mapping[str, object], known_flags: Mapping
             state = status(rename, known_flags) if rename is not None else None
             older = older_name(name, value, known_flags)
             if state == "removed":
-                errors.append(removed_error(rename, value, request=server_args))
+                errors.append(removed_error(rename, value, version, request=server_args))
             elif state == "gone":
-                errors.append(gone_error(rename, known_flags=known_flags))
+                errors.append(gone_error(rename, version, known_flags=known_flags))
             elif name in BY_REMOVED:
-                errors.append(removal_error(BY_REMOVED[name]))
+                errors.append(removal_error(BY_REMOVED[name], version))
             elif older is not None:  # a newer release's name on an older release
-                errors.append(old_name_error(older))
+                errors.append(old_name_error(older, version))
             else:
-                errors.append(_unknown_flag_error(name, known_flags))
+                errors.append(_unknown_flag_error(name, known_flags, version))
         elif value is not None:
             errors.extend(_value_errors(name, value, spec))
     return errors
 
 
-def deprecated_alias_warnings(server_args: Mapping[str, object], known_flags: Mapping[str, dict]) -> list[str]:
+def deprecated_alias_warnings(server_args: Mapping[str, object], known_flags: Mapping[str, dict],
+                              version: str | None = None) -> list[str]:
     """Warnings for requested old names the installed SGLang takes only as deprecated aliases (sglang_names)."""
-    return translate_args(server_args, known_flags)[1]
+    return translate_args(server_args, known_flags, version)[1]
 
 
-def _unknown_flag_error(name: str, known_flags: Mapping[str, dict]) -> str:
-    message = f"server_args.{name}: the installed SGLang has no flag {flag_name(name)}"
+def _unknown_flag_error(name: str, known_flags: Mapping[str, dict], version: str | None = None) -> str:
+    release = f"SGLang {version}" if version else "the installed SGLang"
+    message = f"server_args.{name}: {release} has no flag {flag_name(name)}"
     close = difflib.get_close_matches(name, list(known_flags), n=1, cutoff=0.6)
     if close:
         return f"{message}; did you mean {close[0]} ({known_flags[close[0]]['flag']})?"

@@ -16,6 +16,9 @@ from collections.abc import Callable
 
 from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import command_environment
 
+# The fused-MoE config module of each release (0.5.11+, then 0.5.10's; moe_rules.RULE_CHANGES).
+CONFIG_MODULE_NAMES = ("sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config",
+                       "sglang.srt.layers.moe.fused_moe_triton.fused_moe_triton_config")
 # Runs inside the SGLang venv; prints one JSON document.
 PROBE = r"""
 import importlib, importlib.metadata as md, json, os, platform
@@ -25,8 +28,7 @@ def version(dist):
     except md.PackageNotFoundError:
         return None
 config_module = None
-for name in ("sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config",
-             "sglang.srt.layers.moe.fused_moe_triton.fused_moe_triton_config"):
+for name in %r:
     try:
         config_module = os.path.dirname(importlib.import_module(name).__file__)
         break
@@ -35,7 +37,7 @@ for name in ("sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_con
 print(json.dumps({"versions": {"python": platform.python_version(), "sglang": version("sglang"),
                   "triton": version("triton"), "torch": version("torch"), "ray": version("ray")},
                   "config_module_dir": config_module}))
-"""
+""" % (CONFIG_MODULE_NAMES,)
 TUNER_SCRIPTS = ("tuning_fused_moe_triton.py", "tune_down_moe.py", "tuning_fused_moe_triton_sep.py", "common_utils.py")
 TUNER_SUBDIR = os.path.join("benchmark", "kernels", "fused_moe_triton")
 

@@ -192,8 +192,10 @@ def _release(version: str | None) -> str:
 def removed_error(rename: Rename, value: Any, version: str | None = None,
                   request: Mapping[str, Any] | None = None) -> str:
     release = _release(version)
+    # A removal newer than the table (removed None) is known from the release's --help alone.
+    removed = f"removed in {rename.removed}" if rename.removed else "no longer accepted"
     return (f"server_args.{rename.old}: {release} has no {_flag(rename.old)} (a deprecated alias from {rename.since}, "
-            f"removed in {rename.removed}); use {new_spelling(rename, value, request)}")
+            f"{removed}); use {new_spelling(rename, value, request)}")
 
 
 def gone_error(rename: Rename, version: str | None = None, known_flags: Mapping[str, Any] | None = None) -> str:

@@ -1,16 +1,21 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Build the emulated GPU-node payload that sandbox hosts mount (venvs, checkouts, nvidia-smi, models, profiles).
+"""Build the emulated GPU-node payload that sandbox hosts mount (wheelhouse, venvs, checkouts, nvidia-smi, models,
+profiles).
 
-Per SGLang release the shipped profiles play (tests/emulator/profiles, their ``sglang_version``; the package's
-own 0.5.11 first) `build(dest)` creates `dest/releases/<version>/venv`, a venv with the emulator's `sglang`
-distribution installed as that version (its metadata and `sglang.__version__` say so, as a real install of the
-release would) plus `triton` and real ray/aiohttp/pyyaml/scipy, and `dest/releases/<version>/src`, the stand-in
-source checkout `sglang_src/` as a git clone tagged `v<version>`. The first venv is built with pip; every other
-one is a copy of it in which pip reinstalls only `sglang` (the wheel cache holds the rest), so a second release
-costs seconds. Script shebangs point where hosts mount the venv (/opt/sglang/venv). `bin/nvidia-smi` (shebang
-set to that venv's python), `models/` and `profiles/` are shared. A stamp holding a hash of the emulator
-sources and the build parameters makes repeated calls no-ops.
+The emulator is a package of several releases: `dest/wheelhouse/` holds a wheel of the emulator's `sglang`
+distribution per release (:func:`wheel_releases`: every release a shipped profile plays, the package's own 0.5.11
+first, plus the future :data:`WHEEL_ONLY_RELEASES`), each built as that version (its metadata and
+`sglang.__version__` say so, as a real install of the release would) and pinning its Triton
+(:data:`TRITON_PINS`, as a real release pins it through torch), the `triton` wheels of those versions, and
+wheels of what the emulator needs to run (aiohttp, pyyaml), so a host without an index installs any release
+from it (`pip install --no-index --find-links`, as llmops.sglang.sglang_release does on an air-gapped fleet).
+Per release a profile plays, `dest/releases/<version>/venv` has that wheel installed plus real ray/aiohttp/
+pyyaml/scipy, and `dest/releases/<version>/src` is the stand-in source checkout `sglang_src/` as a git clone
+tagged `v<version>`. The first venv is built with pip; every other one is a copy of it in which pip reinstalls
+only `sglang` from the wheelhouse, so a second release costs seconds. Script shebangs point where hosts mount the
+venv (/opt/sglang/venv). `bin/nvidia-smi` (shebang set to that venv's python), `models/` and `profiles/` are
+shared. A stamp holding a hash of the emulator sources and the build parameters makes repeated calls no-ops.
 
 CLI: python -m tests.emulator.build DEST [--python /usr/bin/python3] [--venv-target /opt/sglang/venv]
 """
@@ -31,9 +36,18 @@ from tests.emulator.profiles import EMULATOR_DIR, package_version, profile_relea
 # client), pyyaml, and scipy (the stopping rule's Student t; every sglang release has Requires-Dist: scipy). Same pins
 # as the project's pyproject.toml.
 REQUIREMENTS = ("ray==2.52.1", "aiohttp==3.13.2", "pyyaml==6.0.3", "scipy==1.16.3")
+# What the emulator's `sglang` needs to import and serve (its pyproject's dependencies, pinned as above): the
+# wheelhouse carries them so an offline install of a release succeeds.
+RUNTIME_REQUIREMENTS = ("aiohttp==3.13.2", "pyyaml==6.0.3")
+# Releases the wheelhouse carries though no profile plays them: 0.5.24 is a future release whose Triton (3.9.0) has
+# no config directory anywhere, the upgrade that loses every tuned MoE config.
+WHEEL_ONLY_RELEASES = ("0.5.24",)
+# The Triton a release pins where it is not the emulator triton package's own version (3.6.0, the real case's).
+TRITON_PINS = {"0.5.24": "3.9.0"}
 STAMP_NAME = ".emulator-build.json"
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
 RELEASES_DIR = "releases"
+WHEELHOUSE_DIR = "wheelhouse"
 
 
 def build(
@@ -47,9 +61,10 @@ def build(
     dest = Path(dest).resolve()
     releases = profile_releases()
     paths = {"nvidia_smi": dest / "bin" / "nvidia-smi", "models": dest / "models", "profiles": dest / "profiles",
-             "releases": dest / RELEASES_DIR, **release_paths(dest, releases[0])}
+             "releases": dest / RELEASES_DIR, "wheelhouse": dest / WHEELHOUSE_DIR, **release_paths(dest, releases[0])}
     stamp = {"sources": sources_digest(), "python": python, "venv_target": venv_target,
-             "requirements": list(requirements), "releases": releases}
+             "requirements": list(requirements), "releases": releases, "wheels": wheel_releases(),
+             "runtime_requirements": list(RUNTIME_REQUIREMENTS), "triton_pins": TRITON_PINS}
     stamp_path = dest / STAMP_NAME
     built = [path for release in releases for path in release_paths(dest, release).values()]
     if _read_stamp(stamp_path) == stamp and all(p.exists() for p in [*paths.values(), *built]):
@@ -76,6 +91,26 @@ def release_paths(dest: Path, release: str) -> dict[str, Path]:
     if (EMULATOR_DIR / "sglang_src").is_dir():
         paths["src"] = root / "src"
     return paths
+
+
+def wheel_releases() -> list[str]:
+    """Every release the wheelhouse carries: the profiles' (the package's first), then the wheel-only ones."""
+    played = profile_releases()
+    return [*played, *(release for release in WHEEL_ONLY_RELEASES if release not in played)]
+
+
+def triton_pin(release: str) -> str:
+    """The Triton version an emulated release pins."""
+    return TRITON_PINS.get(release) or _source_version(EMULATOR_DIR / "triton" / "triton" / "__init__.py")
+
+
+def _source_version(path: Path) -> str:
+    return re.search(r'^__version__ = "([^"]+)"', path.read_text(encoding="utf-8"), re.MULTILINE).group(1)
+
+
+def wheel_path(wheelhouse: Path, distribution: str, version: str) -> Path:
+    """The wheel of an emulator distribution in a wheelhouse (pure Python: py3-none-any)."""
+    return Path(wheelhouse) / f"{distribution}-{version}-py3-none-any.whl"
 
 
 def emulated_version() -> str:
@@ -114,56 +149,94 @@ def _read_stamp(path: Path) -> dict | None:
 
 def _build_venvs(dest: Path, releases: list[str], python: str, venv_target: str,
                  requirements: tuple[str, ...]) -> None:
-    """The first release's venv from scratch; each other one a copy of it with its own `sglang` reinstalled."""
-    staging = dest / ".emulator-staging"
+    """The wheelhouse; the first release's venv from scratch (its wheels from the wheelhouse); each other one a copy
+    of it with its own `sglang` wheel reinstalled."""
+    wheelhouse = dest / WHEELHOUSE_DIR
+    first = release_paths(dest, releases[0])["venv"]
+    shutil.rmtree(first, ignore_errors=True)
+    first.parent.mkdir(parents=True, exist_ok=True)
+    _run([python, "-m", "venv", str(first)])
+    _build_wheelhouse(str(first / "bin" / "python"), wheelhouse)
+    # The emulator's wheels only from the wheelhouse (PyPI has real releases of the same names and versions).
+    _pip(first, "--no-index", "--find-links", str(wheelhouse), f"sglang=={releases[0]}")
+    if requirements:
+        _pip(first, *requirements)
+    _retarget_shebangs(first, venv_target)
+    for release in releases[1:]:
+        venv = release_paths(dest, release)["venv"]
+        shutil.rmtree(venv, ignore_errors=True)
+        venv.parent.mkdir(parents=True, exist_ok=True)
+        _run(["cp", "-a", str(first), str(venv)])  # coreutils: several times faster than shutil.copytree here
+        _pip(venv, "--no-deps", "--force-reinstall", str(wheel_path(wheelhouse, "sglang", release)))
+        _retarget_shebangs(venv, venv_target)
+
+
+def build_wheelhouse(wheelhouse: Path, python: str = sys.executable) -> Path:
+    """The wheelhouse alone (no venvs, for tests that install releases themselves), rebuilt only when the emulator's
+    sources or the wheel list changed; ``python`` (with pip) builds it and picks the dependencies' binary wheels."""
+    wheelhouse = Path(wheelhouse).resolve()
+    stamp = {"sources": sources_digest(), "python": python, "wheels": wheel_releases(),
+             "runtime_requirements": list(RUNTIME_REQUIREMENTS), "triton_pins": TRITON_PINS}
+    stamp_path = wheelhouse.parent / f".{wheelhouse.name}.json"
+    if _read_stamp(stamp_path) != stamp or not wheelhouse.is_dir():
+        stamp_path.unlink(missing_ok=True)
+        _build_wheelhouse(python, wheelhouse)
+        stamp_path.write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
+    return wheelhouse
+
+
+def _build_wheelhouse(python: str, wheelhouse: Path) -> None:
+    """Wheels of every release (:func:`wheel_releases`), of the Tritons they pin and of their runtime dependencies,
+    built with ``python``'s pip (its Python decides the dependencies' binary wheels: the hosts' own)."""
+    shutil.rmtree(wheelhouse, ignore_errors=True)
+    wheelhouse.mkdir(parents=True)
+    staging = wheelhouse.parent / ".emulator-staging"
     shutil.rmtree(staging, ignore_errors=True)
     try:
-        first = release_paths(dest, releases[0])["venv"]
-        _build_venv(first, python, [_staged_sglang(staging, releases[0]), _staged(staging, "triton"), *requirements])
-        _retarget_shebangs(first, venv_target)
-        for release in releases[1:]:
-            venv = release_paths(dest, release)["venv"]
-            shutil.rmtree(venv, ignore_errors=True)
-            venv.parent.mkdir(parents=True, exist_ok=True)
-            _run(["cp", "-a", str(first), str(venv)])  # coreutils: several times faster than shutil.copytree here
-            _pip(venv, "--no-deps", "--force-reinstall", _staged_sglang(staging, release))
-            _retarget_shebangs(venv, venv_target)
+        releases = wheel_releases()
+        sources = [_staged_sglang(staging, release) for release in releases]
+        sources += [_staged_triton(staging, version) for version in sorted({triton_pin(r) for r in releases})]
+        for source in sources:  # one at a time: several versions of one distribution in one call conflict
+            _pip_wheel(python, wheelhouse, "--no-deps", source)
+        _pip_wheel(python, wheelhouse, *RUNTIME_REQUIREMENTS)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-
-
-def _build_venv(venv: Path, python: str, packages: list[str]) -> None:
-    shutil.rmtree(venv, ignore_errors=True)
-    venv.parent.mkdir(parents=True, exist_ok=True)
-    _run([python, "-m", "venv", str(venv)])
-    _pip(venv, *packages)
 
 
 def _pip(venv: Path, *arguments: str) -> None:
     _run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check", *arguments])
 
 
-def _staged(staging: Path, name: str) -> str:
-    """A copy of an emulator distribution to install non-editable (the package dir keeps configs/, no build
-    litter lands in the source tree)."""
-    target = staging / name
-    if not target.exists():
-        _copy_tree(EMULATOR_DIR / name, target)
-    return str(target)
+def _pip_wheel(python: str, wheelhouse: Path, *arguments: str) -> None:
+    _run([python, "-m", "pip", "wheel", "--quiet", "--disable-pip-version-check",
+          "--wheel-dir", str(wheelhouse), *arguments])
 
 
 def _staged_sglang(staging: Path, release: str) -> str:
-    """The emulator's `sglang` distribution as `release`: its metadata version and sglang.__version__."""
+    """The emulator's `sglang` distribution as `release`: its metadata version and sglang.__version__, and its
+    Triton pin among its dependencies (a copy: no build litter lands in the source tree)."""
     target = staging / f"sglang-{release}"
     _copy_tree(EMULATOR_DIR / "sglang", target)
-    for relative, key in (("pyproject.toml", "version"), ("sglang/version.py", "__version__")):
-        path = target / relative
-        text, count = re.subn(rf'^{key} = "[^"]+"', f'{key} = "{release}"', path.read_text(encoding="utf-8"),
-                              count=1, flags=re.MULTILINE)
-        if count != 1:
-            raise RuntimeError(f"emulator build: {path} has no version line to set to {release}")
-        path.write_text(text, encoding="utf-8")
+    _set_line(target / "pyproject.toml", r'^version = "[^"]+"', f'version = "{release}"')
+    _set_line(target / "pyproject.toml", r'^dependencies = \[', f'dependencies = ["triton=={triton_pin(release)}", ')
+    _set_line(target / "sglang" / "version.py", r'^__version__ = "[^"]+"', f'__version__ = "{release}"')
     return str(target)
+
+
+def _staged_triton(staging: Path, version: str) -> str:
+    """The emulator's `triton` distribution as Triton ``version``."""
+    target = staging / f"triton-{version}"
+    _copy_tree(EMULATOR_DIR / "triton", target)
+    _set_line(target / "pyproject.toml", r'^version = "[^"]+"', f'version = "{version}"')
+    _set_line(target / "triton" / "__init__.py", r'^__version__ = "[^"]+"', f'__version__ = "{version}"')
+    return str(target)
+
+
+def _set_line(path: Path, pattern: str, replacement: str) -> None:
+    text, count = re.subn(pattern, replacement, path.read_text(encoding="utf-8"), count=1, flags=re.MULTILINE)
+    if count != 1:
+        raise RuntimeError(f"emulator build: {path} has no line matching {pattern} to set")
+    path.write_text(text, encoding="utf-8")
 
 
 def _retarget_shebangs(venv: Path, venv_target: str) -> None:

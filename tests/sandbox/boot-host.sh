@@ -139,6 +139,8 @@ if [[ -n ${SBX_EMULATOR:-} ]]; then
     overlay "$scratch/emulator/releases/$SBX_RELEASE/venv" /opt/sglang/venv "sglang_venv-$SBX_RELEASE"
     overlay "$scratch/emulator/releases/$SBX_RELEASE/src" /opt/sglang/src "sglang_src-$SBX_RELEASE"
     overlay "$scratch/emulator/models" /srv/models models
+    # Every emulated release as wheels, as an air-gapped fleet keeps its wheelhouse (llmops.sglang.sglang_release).
+    overlay "$scratch/emulator/wheelhouse" /srv/wheelhouse wheelhouse
     install -m 755 "$scratch/emulator/bin/nvidia-smi" /usr/local/bin/nvidia-smi
     install -D -m 644 "$scratch/inputs/profile.yaml" /etc/sglang-emulator/profile.yaml
 fi

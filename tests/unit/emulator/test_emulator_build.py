@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import subprocess
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -64,3 +65,16 @@ def test_every_profiles_release_has_its_venv_and_tagged_checkout(payload: tuple[
         tag = subprocess.run(["git", "-C", str(paths["src"]), "describe", "--tags"], capture_output=True, text=True,
                              check=True).stdout.strip()
         assert tag == f"v{release}"
+
+
+def test_the_wheelhouse_holds_every_release_its_triton_and_what_it_needs_to_run(payload) -> None:
+    dest, paths = payload
+    names = sorted(path.name for path in paths["wheelhouse"].iterdir())
+    for release in ("0.5.11", "0.5.23", "0.5.24"):
+        assert f"sglang-{release}-py3-none-any.whl" in names
+    assert {"triton-3.6.0-py3-none-any.whl", "triton-3.9.0-py3-none-any.whl"} <= set(names)
+    assert any(name.startswith("aiohttp-3.13.2-") for name in names) and any(name.startswith("pyyaml-") for name in names)
+    with zipfile.ZipFile(paths["wheelhouse"] / "sglang-0.5.24-py3-none-any.whl") as wheel:
+        metadata = wheel.read("sglang-0.5.24.dist-info/METADATA").decode()
+    assert "Requires-Dist: triton==3.9.0" in metadata.splitlines()
+    assert not (release_paths(dest, "0.5.24")["venv"]).exists()  # no profile plays it: a wheel only

@@ -175,7 +175,12 @@ class Profile:
 
 
 def emulated_version(profile: Profile | None = None) -> str:
-    """The release the emulator plays: the profile's `sglang_version`, else this package's version."""
+    """The release the emulator plays: the release this package was installed as (a venv's `sglang` says what it is,
+    as a real install does: an upgrade installs another release beside the one the profile names), else, run from
+    its source tree, the profile's `sglang_version`, else the source's version."""
+    installed = _installed_release()
+    if installed:
+        return installed
     if profile is None:
         try:
             profile = load_profile()
@@ -186,6 +191,21 @@ def emulated_version(profile: Profile | None = None) -> str:
     from sglang.version import __version__
 
     return __version__
+
+
+def _installed_release() -> str | None:
+    """The version of the `sglang` distribution this package file belongs to; None when it runs from its source
+    tree (PYTHONPATH), whatever other `sglang` is installed."""
+    import importlib.metadata
+
+    try:
+        distribution = importlib.metadata.distribution("sglang")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+    package_init = Path(__file__).resolve().parents[1] / "__init__.py"
+    if Path(distribution.locate_file("sglang/__init__.py")).resolve() != package_init:
+        return None
+    return distribution.version
 
 
 def release_tuple(version: str) -> tuple[int, ...]:

@@ -586,7 +586,15 @@ def _load_cli_table(version: str) -> dict:
     if not path.exists():
         known = ", ".join(sorted(p.stem.removeprefix("sglang-") for p in CLI_TABLES.glob("sglang-*.json")))
         raise RuntimeError(f"the emulator has no CLI of SGLang {version} (profile sglang_version); it has: {known}")
-    return json.loads(path.read_text(encoding="utf-8"))
+    table = json.loads(path.read_text(encoding="utf-8"))
+    if "base" not in table:
+        return table
+    # A release no wheel exists of yet (a future one): its base release's table less the options it removes.
+    base = _load_cli_table(table["base"])
+    removed = set(table.get("removed_options", ()))
+    return {"source": table["source"], "prog": base["prog"],
+            "options": [option for option in base["options"] if not removed & set(option["option_strings"])],
+            "fields": [name for name in base["fields"] if name not in table.get("removed_fields", ())]}
 
 
 def cli_table() -> dict:
