@@ -342,9 +342,9 @@ cache:
   description:
     - The controller's engine cache for this task (O(engine=llmops); null otherwise). C(status) V(hit) (installed from
       the cache, the engine did not start), V(miss) (the engine ran), V(not needed) (the host's checkpoint held every
-      batch size) or V(off) (C(reason): O(cache=false), or a key part the host could not tell); C(key) and its
-      C(key_sha256) (C(key_short): its first 12 hex digits), C(dir), C(entry) (the entry's path); for a hit C(source)
-      (the engine run that stored it: C(host), C(device), C(release), C(gpu_minutes), C(wall_s), C(stored_at)); after
+      batch size) or V(off) (C(reason) says why - O(cache=false), or a key part the host could not tell); C(key) and its
+      C(key_sha256) (C(key_short) its first 12 hex digits), C(dir), C(entry) (the entry's path); for a hit C(source)
+      (the engine run that stored it - C(host), C(device), C(release), C(gpu_minutes), C(wall_s), C(stored_at)); after
       a miss C(stored) (entry path per kernel) or C(not_stored) (why not); C(warning) when an entry was unusable;
       C(reason) V(force) when the lookup was skipped.
     - In check mode the lookup is made and reported; nothing is stored.
