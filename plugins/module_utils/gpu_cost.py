@@ -255,7 +255,8 @@ def moe_engine_estimate(plan: dict, *, gpus: int, down: bool, measurement_s: flo
     kernels = 2 if down else 1
     workers, engine_gpus = max(plan.get("compile_workers") or 1, 1), max(len(plan.get("devices") or []), 1)
     runs = bool(todo) and cache != "hit"
-    compile_s = configs * kernels * ENGINE_VARIANTS_PER_CONFIG * ENGINE_COMPILE_CORE_S_PER_VARIANT / workers if runs else 0.0
+    variants = configs * kernels * ENGINE_VARIANTS_PER_CONFIG
+    compile_s = variants * ENGINE_COMPILE_CORE_S_PER_VARIANT / workers if runs else 0.0
     timing_s = configs * todo * kernels * ENGINE_TIMING_S_PER_POINT / engine_gpus if runs else 0.0
     parts = {"engine_compile": compile_s, "engine_timing": timing_s, "measurement": measurement_s or 0.0}
     seconds = sum(parts.values())

@@ -419,11 +419,11 @@ def _drift_section(drift: dict | None) -> list[str]:
 
 def _moe_cost_text(moe: dict) -> str:
     measured, per_config = moe["measured_seconds_per_config"], moe["seconds_per_config"]
+    estimated = f", {per_config:g} s per config" if per_config else ""
+    measured_text = f", {measured:g} s per config measured" if measured else ""
     text = (f"MoE stage: estimated {_number(moe['estimate_gpu_minutes'])} GPU-min before the server stopped (tuning "
-            f"{_number(moe['estimate_tuning_gpu_minutes'])}" + (f", {per_config:g} s per config" if per_config else "")
-            + f"), actual {_number(moe['actual_gpu_minutes'])} GPU-min (tuning "
-            f"{_number(moe['actual_tuning_gpu_minutes'])}" + (f", {measured:g} s per config measured" if measured else "")
-            + ").")
+            f"{_number(moe['estimate_tuning_gpu_minutes'])}{estimated}), actual {_number(moe['actual_gpu_minutes'])} "
+            f"GPU-min (tuning {_number(moe['actual_tuning_gpu_minutes'])}{measured_text}).")
     return text + (" " + _engine_cost_text(moe["engine"]) if moe.get("engine") else "")
 
 

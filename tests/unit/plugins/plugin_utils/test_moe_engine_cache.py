@@ -13,7 +13,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine_key impor
 from ansible_collections.llmops.sglang.plugins.plugin_utils import moe_engine_cache
 from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_engine_cache import EngineCache
 
-ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}
+ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4,
+         "num_stages": 4}
 KEY = {"schema": 1, "engine_version": 1, "gpu_name": "NVIDIA H100 80GB HBM3", "gpu_capability": "9.0",
        "triton": "3.6.0", "kernel_source_sha256": "ab" * 32,
        "shape": {"E": 256, "N": 256, "hidden": 3072, "topk": 8, "dtype": "bf16"},
@@ -97,4 +98,5 @@ def test_invalid_configs_are_neither_stored_nor_served(cache):
 
 def test_the_default_directory_is_the_users_cache_outside_the_collection():
     assert moe_engine_cache.DEFAULT_CACHE_DIR == "~/.cache/llmops-sglang/moe-engine"
-    assert EngineCache(moe_engine_cache.DEFAULT_CACHE_DIR).root == os.path.expanduser("~/.cache/llmops-sglang/moe-engine")
+    root = EngineCache(moe_engine_cache.DEFAULT_CACHE_DIR).root
+    assert root == os.path.expanduser("~/.cache/llmops-sglang/moe-engine")
