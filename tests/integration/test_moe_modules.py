@@ -9,6 +9,7 @@ restored at the end.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -263,6 +264,15 @@ def test_the_engine_tunes_up_and_down_in_one_run_and_the_down_task_resumes_it(fl
     # The engine never started there: it installs its program and job in <work_dir>/engine and runs in runs/engine-*.
     assert fleet.run(gpu1, "test", "-e", f"{second_dir}/engine", check=False).returncode == 1
     assert fleet.run(gpu1, "find", second_dir, "-name", "engine-*").stdout.strip() == ""
+    # A damaged entry is a miss with a warning: the engine tunes again and its result replaces the entry.
+    Path(cache["stored"]["up"]).write_text('{"schema": 1, "sha256": "')
+    run, third = tune(runner, moe_expected_file_name=by_kernel["up"]["file_name"],
+                      **{**common, "moe_work_dir": f"{WORK_DIR}/third-host"})
+    assert run.status == "successful", run.stdout
+    assert third["cache"]["status"] == "miss" and "is unusable (unreadable" in third["cache"]["warning"]
+    assert "is unusable (unreadable" in run.stdout and third["engine"]["resumed_batch_sizes"] == 0
+    assert third["cache"]["stored"]["up"] == cache["stored"]["up"]
+    assert json.loads(Path(cache["stored"]["up"]).read_text())["key"] == cache["key"]
 
 
 def test_invalid_json_is_refused_with_the_reason(fleet, gpu1, runner, tuned):
