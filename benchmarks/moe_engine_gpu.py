@@ -9,9 +9,9 @@ import chain needs travel). Phases, any subset per call (`--phases`), each writi
 - engine: `python plugins/module_utils/moe_engine.py JOB` exactly as llmops.sglang.moe_tune runs it: up + down, every
   default batch size, the prefiltered space (configs whose shared memory cannot fit dropped before compiling), all
   CPU cores compiling, this GPU timing.
-- exhaustive: every config that compiled, timed at every batch size in the engine's regime (one warm replay + one
-  timed), the 5 fastest per (kernel, M) and the engine's picks re-timed interleaved (`--final-reps`); the engine's
-  joint up+down time against the exhaustive joint best (the same BLOCK_SIZE_M rule).
+- exhaustive: every config that compiled, timed at every batch size with the engine's screen (4 launches queued
+  behind a GPU-side wait, so the events time kernels, not launches), the 5 fastest per (kernel, M) and the
+  engine's picks re-timed interleaved (`--final-reps`); the engine's joint up+down time against the exhaustive joint best (the same BLOCK_SIZE_M rule).
 - sglang: SGLang's own tuning method (benchmark_config of benchmark/kernels/fused_moe_triton/
   tuning_fused_moe_triton.py, sglang commit 00e96592: per config, the fused MoE with that config for both GEMMs is
   compiled in the tuning process, captured 10 times in a CUDA graph, replayed 5 times to warm up, then 10 timed
@@ -71,8 +71,15 @@ SHAPES = {
 }
 MODEL_DIR = os.path.join(ROOT, "tests", "emulator", "models", "Qwen3.5-122B-A10B")
 # The device command of the recorded run (benchmarks/README.md, "MoE engine on a GPU", sets up PYTHONPATH first).
-RUN_COMMAND = ("python3 benchmarks/moe_engine_gpu.py --shape qwen35-122b-tp4 --workers 15 --deadline 470 --budget 555 "
-               "--final-reps 4 --sample 8 --server-ms 1,16 --phases=engine,lookup,sglang,exhaustive,server")
+# The device calls behind benchmarks/results/moe_engine_gpu.json, per shape (benchmarks/README.md says how to run them).
+RUN_COMMANDS = {
+    "qwen35-122b-tp4": "python3 benchmarks/moe_engine_gpu.py --shape qwen35-122b-tp4 --workers 15 --deadline 330 "
+                       "--budget 560 --final-reps 4 --sample 8 --server-ms 1,16 "
+                       "--phases=engine,exhaustive,lookup,sglang,server",
+    "qwen3-30b-tp1": "python3 benchmarks/moe_engine_gpu.py --shape qwen3-30b-tp1 --workers 15 --deadline 300 "
+                     "--budget 545 --final-reps 6 --sample 8 --server-ms 1,16 "
+                     "--phases=engine,exhaustive,lookup,sglang,server",
+}
 
 
 def engine_shape(spec: dict) -> dict:
@@ -155,10 +162,11 @@ def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict)
             if compiled.get(f"{kernel}/{key}", "ok") != "ok":
                 continue
             try:
-                for m in sizes:
-                    screen[kernel][m][key] = statistics.median(bench.eager_times(kernel, m, config, 4))
+                times = bench.screen_times(kernel, config, sizes, 4)
             except Exception:  # noqa: BLE001 - configs that cannot load or launch are not candidates
                 continue
+            for m in sizes:
+                screen[kernel][m][key] = statistics.median(times[m])
     screen_s = time.time() - start
     rows = {}
     for m in sizes:
@@ -182,7 +190,7 @@ def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict)
         rows[str(m)] = {"engine": picked, "engine_us": ours, "best": best, "best_us": best_us,
                         "ratio": ours / best_us, "default_us": final["up"][default] + final["down"][default],
                         "configs_timed": {k: len(screen[k][m]) for k in screen}}
-    return {"screen_s": round(screen_s, 1), "space": len(space), "per_m": rows,
+    return {"screen_s": round(screen_s, 1), "screens_held_again": bench.held_again, "space": len(space), "per_m": rows,
             "worst_ratio": max(row["ratio"] for row in rows.values())}
 
 
@@ -378,7 +386,7 @@ def report(args) -> int:
         return 1
     lines = {name: summary(p["engine"]["device"]["name"], name, p) for name, p in shapes.items() if "engine" in p}
     first = "qwen35-122b-tp4" if "qwen35-122b-tp4" in lines else sorted(lines)[0]
-    data = {"date": time.strftime("%Y-%m-%d"), "command": RUN_COMMAND,
+    data = {"date": time.strftime("%Y-%m-%d"), "commands": {name: RUN_COMMANDS.get(name) for name in shapes},
             "shapes": shapes, "summaries": lines, "summary": lines[first]}
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
     moe_engine.write_json_atomically(RESULTS, data)

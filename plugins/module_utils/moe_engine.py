@@ -52,6 +52,9 @@ DEFAULT_TIMING = {
     "final_top": 3,        # the leaders re-timed interleaved
     "final_reps": 10,
 }
+# The screen's GPU-side wait per queued launch at first (doubled where the launches took longer to queue): the
+# Python launch path of invoke_fused_moe_kernel costs tens of microseconds per launch.
+HOLD_US_PER_LAUNCH = 150.0
 # Where SGLang keeps the kernels: 0.5.22+ moved them under sglang.kernels (sglang 0.5.23
 # sglang/kernels/ops/moe/fused_moe_triton_kernels.py); earlier releases have them beside the layer.
 KERNEL_MODULES = ("sglang.kernels.ops.moe.fused_moe_triton_kernels",
@@ -108,6 +111,15 @@ def refine_set(times: dict[str, float], share: float, minimum: int) -> list[str]
 
 def median(samples: list[float]) -> float:
     return statistics.median(samples) if samples else math.inf
+
+
+def batch_size_groups(binary_of: dict[int, object]) -> list[list[int]]:
+    """The batch sizes that share one compiled binary, from M -> binary identity: Triton's specialisations of the
+    launch over M (ordered by their smallest M)."""
+    groups: dict[object, list[int]] = {}
+    for m in sorted(binary_of):
+        groups.setdefault(binary_of[m], []).append(m)
+    return sorted(groups.values())
 
 
 def best_per_block_m(times: dict[str, float]) -> dict[int, tuple[str, float]]:
@@ -295,9 +307,13 @@ class Release:
         return args["C"]
 
 
-def replay_times(torch, graph, reps: int) -> list[float]:
-    """Microseconds of each of ``reps`` replays of ``graph``, each between two CUDA events; the graph is freed."""
+def replay_times(torch, graph, reps: int, hold_cycles: int = 0) -> list[float]:
+    """Microseconds of each of ``reps`` replays of ``graph``, each between two CUDA events; the graph is freed.
+    ``hold_cycles``: the replays queue behind a GPU-side wait of that many clock cycles, so no replay's time holds
+    the GPU's wait for its own submission (SGLang's tuner times without one: 0)."""
     events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _rep in range(reps)]
+    if hold_cycles:
+        torch.cuda._sleep(hold_cycles)
     for begin, end in events:
         begin.record()
         graph.replay()
@@ -415,8 +431,11 @@ class TritonBench:
         self.problems: dict[str, Problem] = {}
         self.warmup_only = warmup_only
         self._compiled: list = []
+        self.held_again = 0  # screens re-timed because the GPU's wait ended too early
         if warmup_only:
             self._patch_warmup()
+        else:
+            self._hold_cycles_per_launch = self._hold_cycles()
 
     def problem(self, kernel: str) -> Problem:
         if kernel not in self.problems:
@@ -440,20 +459,23 @@ class TritonBench:
 
     def compile(self, kernel: str, config: dict) -> dict:
         """Compile ``config`` for every Triton specialisation the batch sizes need; load it (shared memory and
-        registers are checked at load). A record: status, seconds, variants, registers, spills, shared memory."""
+        registers are checked at load). A record: status, seconds, variants, the batch sizes of each variant
+        (``groups``), registers, spills, shared memory."""
         start = time.perf_counter()
         record = {"status": "ok"}
         problem = self.problem(kernel)
         self._compiled.clear()
         try:
+            binary_of = {}
             for m in self.job["batch_sizes"]:
                 self.release.launch(problem, m, config, 0, 0)
+                binary_of[m] = id(self._compiled[-1])  # warmup returns the binary, new or already built
             variants = {id(c): c for c in self._compiled}.values()
             for compiled in variants:
                 compiled._init_handles()
             first = next(iter(variants))
-            record.update(variants=len(variants), shared=int(first.metadata.shared),
-                          n_regs=int(first.n_regs), n_spills=int(first.n_spills))
+            record.update(variants=len(variants), groups=batch_size_groups(binary_of),
+                          shared=int(first.metadata.shared), n_regs=int(first.n_regs), n_spills=int(first.n_spills))
         except Exception as exc:  # noqa: BLE001 - every compile/load failure skips the config
             record = {"status": f"compile:{type(exc).__name__}", "error": str(exc)[:300]}
         record["seconds"] = round(time.perf_counter() - start, 3)
@@ -461,7 +483,8 @@ class TritonBench:
 
     def graph_times(self, kernel: str, m: int, config: dict, reps: int) -> list[float]:
         """Microseconds per launch: ``reps`` replays of a CUDA graph of ``launches`` launches (routing i, weight
-        copy i), after one eager launch (loads the binary) and one warm-up replay."""
+        copy i), after one eager launch (loads the binary) and one warm-up replay; the replays queue behind a
+        GPU-side wait as the screen's launches do."""
         torch, problem = self.torch, self.problem(kernel)
         launches = self.job["timing"]["launches"]
         self.release.launch(problem, m, config, 0, 0)
@@ -474,22 +497,50 @@ class TritonBench:
             for routing in range(launches):
                 self.release.launch(problem, m, config, routing, routing)
         graph.replay()
-        return [t / launches for t in replay_times(torch, graph, reps)]
+        return [t / launches for t in replay_times(torch, graph, reps, int(self._hold_cycles_per_launch * reps))]
 
-    def eager_times(self, kernel: str, m: int, config: dict, launches: int) -> list[float]:
-        """Microseconds of ``launches`` eager launches (routing i each), each between two events, after one launch
-        that loads the binary: the screen's cheap timing (a graph's capture costs more than a screen's launches)."""
+    def screen_times(self, kernel: str, config: dict, sizes: list[int], launches: int) -> dict[int, list[float]]:
+        """Microseconds of ``launches`` eager launches (routing i each, each between two CUDA events) at every M
+        of ``sizes``, after one launch per M that loads the binary. The timed launches queue behind a GPU-side
+        wait that outlasts their submission, so the GPU runs them back to back and the events time the kernel,
+        not the Python launch path: unqueued, a kernel of 10-60 us at M <= 16 is timed with its own launch's
+        jitter and configs are ranked by noise (benchmarks/README.md, "MoE engine on a GPU"). A wait that ended
+        before the last launch was queued is doubled and the batch timed again."""
         torch, problem = self.torch, self.problem(kernel)
-        self.release.launch(problem, m, config, 0, 0)
-        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
-                  for _launch in range(launches)]
-        for routing, (begin, end) in enumerate(events):
-            problem.launch_args(m, config, routing, routing, self.release.align)
-            begin.record()
-            self.release.launch(problem, m, config, routing, routing)
-            end.record()
+        for m in sizes:  # load the binary and sort every routing outside the timed stretch
+            self.release.launch(problem, m, config, 0, 0)
+            for routing in range(launches):
+                problem.launch_args(m, config, routing, routing, self.release.align)
         torch.cuda.synchronize()
-        return [begin.elapsed_time(end) * 1000.0 for begin, end in events]
+        for _attempt in range(4):
+            events = {m: [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True))
+                          for _launch in range(launches)] for m in sizes}
+            waited = torch.cuda.Event()
+            torch.cuda._sleep(int(self._hold_cycles_per_launch * launches * len(sizes)))
+            waited.record()
+            for m in sizes:
+                for routing, (begin, end) in enumerate(events[m]):
+                    begin.record()
+                    self.release.launch(problem, m, config, routing, routing)
+                    end.record()
+            starved = waited.query()  # the GPU finished waiting while launches were still being queued
+            torch.cuda.synchronize()
+            if not starved:
+                break
+            self._hold_cycles_per_launch *= 2
+            self.held_again += 1
+        return {m: [begin.elapsed_time(end) * 1000.0 for begin, end in events[m]] for m in sizes}
+
+    def _hold_cycles(self) -> float:
+        """GPU clock cycles that last ``HOLD_US_PER_LAUNCH`` microseconds (torch.cuda._sleep counts cycles)."""
+        torch = self.torch
+        begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        cycles = 10_000_000
+        begin.record()
+        torch.cuda._sleep(cycles)
+        end.record()
+        torch.cuda.synchronize()
+        return cycles / (begin.elapsed_time(end) * 1000.0) * HOLD_US_PER_LAUNCH
 
     def check(self, kernel: str, m: int, config: dict) -> float:
         """Relative error of one launch against the float32 reference; NaN-poisoned output, so a row the kernel
@@ -570,14 +621,13 @@ def timing_worker(job: dict, gpu, tasks, results, wid: int) -> None:
 def _run_timing(bench, kind: str, payload: dict) -> dict:
     kernel = payload["kernel"]
     if kind == "screen":
-        config, launches = payload["config"], payload["launches"]
-        times = {}
-        for m in payload["sizes"]:
-            try:
-                times[m] = median(bench.eager_times(kernel, m, config, launches))
-            except Exception as exc:  # noqa: BLE001
-                return {**payload, "error": f"M={m}: {type(exc).__name__}: {str(exc)[:300]}"}
-        return {**payload, "times": times}
+        held_again = bench.held_again
+        try:
+            samples = bench.screen_times(kernel, payload["config"], payload["sizes"], payload["launches"])
+        except Exception as exc:  # noqa: BLE001
+            return {**payload, "error": f"{type(exc).__name__}: {str(exc)[:300]}"}
+        return {**payload, "times": {m: median(times) for m, times in samples.items()},
+                "held_again": bench.held_again - held_again}
     if kind == "refine":
         m, reps, samples = payload["m"], payload["reps"], {key: [] for key in payload["configs"]}
         for _round in range(payload["rounds"]):  # interleaved: clock drift hits every candidate alike
@@ -690,7 +740,8 @@ class Engine:
         self.final: dict[str, dict[int, dict[str, float]]] = {k: {} for k in KERNELS}
         self.failed: dict[str, dict[str, str]] = {k: {} for k in KERNELS}
         self.resumed = 0
-        self.stats = {"compiles": 0, "compile_seconds": 0.0, "variants": 0, "measurements": 0, "lost": 0}
+        self.stats = {"compiles": 0, "compile_seconds": 0.0, "variants": 0, "measurements": 0, "lost": 0,
+                      "screens_held_again": 0, "batch_size_groups": {}}
 
     def run(self) -> dict:
         os.makedirs(self.job["work_dir"], exist_ok=True)
@@ -793,6 +844,7 @@ class Engine:
             self.failed[kernel][key] = record["status"]
             return 0
         self.stats["variants"] += record.get("variants", 1)
+        self.stats["batch_size_groups"].setdefault(kernel, record.get("groups"))
         config = self.candidates[kernel][key]
         self.timers.put(("screen", {"id": f"{kernel}/{key}", "kernel": kernel, "key": key, "config": config,
                                     "sizes": todo, "launches": self.timing["screen_launches"]}))
@@ -804,6 +856,7 @@ class Engine:
             self.failed[kernel][key] = "launch:" + payload["error"][:80]
             return
         self.stats["measurements"] += len(payload["times"])
+        self.stats["screens_held_again"] += payload.get("held_again", 0)
         self.screen[kernel][key] = {int(m): t for m, t in payload["times"].items()}
 
     def _refine(self, todo: list[int]) -> None:
@@ -927,8 +980,11 @@ class _MainSide:
                       "kernel_source_sha256": self.release.kernel_source_sha256, "align": self.release.align_source}
 
     def kernels(self, requested) -> list[str]:
-        """``auto``: up, and down where this release reads a separate down file (it shares up's BLOCK_SIZE_M)."""
+        """``auto``: up, and down where this release reads a separate down file (it shares up's BLOCK_SIZE_M).
+        Named kernels are checked here, before any compile: a down kernel the release never reads is refused."""
         if requested != "auto":
+            for kernel in requested:
+                self.file_name(kernel)
             return list(requested)
         try:
             self.file_name("down")

@@ -31,9 +31,9 @@ from sglang._emulator.kernels import config_key as model_key  # noqa: E402
 from sglang._emulator.moe_engine_bench import (  # noqa: E402
     EmulatedBench,
     EmulatedRelease,
+    batch_size_groups,
     moe_problem,
     padded_tokens,
-    variants,
 )
 from sglang._emulator.profile import ProfileError, load_profile  # noqa: E402
 
@@ -217,18 +217,25 @@ def test_deadline_is_kept(deadline_run: dict[str, Any]) -> None:
 
 # --------------------------------------------------------------------------------------------- the backend
 
-def test_variants_follow_the_align_padding_and_divisibility_by_16() -> None:
+def test_batch_size_groups_follow_the_align_padding_divisibility_by_16_and_gdc_early() -> None:
     # M=1: 8 slots < 257, padded to 8 * BM; M=64: 512 slots + 257 * (BM - 1), rounded up to 4.
     assert padded_tokens(1, 8, 256, 16) == 128
     assert padded_tokens(64, 8, 256, 16) == 512 + 257 * 15 + 1 == 4368
     assert padded_tokens(64, 8, 256, 64) == (512 + 257 * 63 + 3) // 4 * 4 == 16704
     config = {"BLOCK_SIZE_M": 16}
-    assert variants(config, [1], SHAPE) == 1  # EM 128, 8 valid tokens: (True, False)
-    assert variants(config, [2, 4], SHAPE) == 1  # 16 and 32 valid tokens: (True, True)
-    assert variants(config, [1, 2, 64], SHAPE) == 2  # EM 4368 % 16 == 0, 512 % 16 == 0: (True, True) again
-    assert variants(config, [1, 2, 64, 65], SHAPE) == 3  # 520 slots: EM 4376 % 16 == 8, (False, False)
+    assert batch_size_groups(config, [1], SHAPE, "up") == [[1]]  # EM 128, 8 valid tokens: (True, False)
+    assert batch_size_groups(config, [1, 2, 4], SHAPE, "up") == [[1], [2, 4]]  # 16 and 32 valid tokens
+    assert batch_size_groups(config, [1, 2, 64], SHAPE, "up") == [[1], [2, 64]]  # EM 4368 % 16 == 0, 512 % 16 == 0
+    assert batch_size_groups(config, [1, 2, 64, 65], SHAPE, "up") == [[1], [2, 64], [65]]  # EM 4376 % 16 == 8
+    # GDC_EARLY (A.shape[0] <= 512): M <= 512 up; M * topk <= 512, so M <= 64, down.
+    sizes = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096]
+    assert batch_size_groups(config, sizes, SHAPE, "up") == [[1], sizes[1:13], sizes[13:]]
+    assert batch_size_groups(config, sizes, SHAPE, "down") == [[1], sizes[1:9], sizes[9:]]
     # With E + 1 = 257 odd, EM = numel + 257 * (BM - 1) rounded to 4 is a multiple of 16 exactly when numel is:
-    assert {variants({"BLOCK_SIZE_M": bm}, list(range(1, 600)), SHAPE) for bm in (16, 32, 64, 128, 256)} == {3}
+    # the groups do not depend on the config.
+    groups = {str(batch_size_groups({"BLOCK_SIZE_M": bm}, list(range(1, 600)), SHAPE, "up"))
+              for bm in (16, 32, 64, 128, 256)}
+    assert len(groups) == 1
 
 
 def test_bench_contracts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -241,8 +248,9 @@ def test_bench_contracts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
                             "sm_count": 188, "l2_bytes": 128 << 20, "smem_per_block_optin": SMEM}
     ok = next(c for c in configs if c["BLOCK_SIZE_M"] == 16 and shared_memory_bytes(c, 2, 2) <= SMEM)
     record = bench.compile("up", ok)
-    assert record["status"] == "ok" and record["variants"] == variants(ok, SIZES, SHAPE)
-    assert set(record) == {"status", "seconds", "variants", "shared", "n_regs", "n_spills"}
+    assert record["status"] == "ok" and record["groups"] == batch_size_groups(ok, SIZES, SHAPE, "up")
+    assert record["variants"] == len(record["groups"])
+    assert set(record) == {"status", "seconds", "variants", "groups", "shared", "n_regs", "n_spills"}
     bm256 = next(c for c in configs if c["BLOCK_SIZE_M"] == 256 and c["num_warps"] == 4)
     assert bench.compile("down", bm256)["status"] == "compile:RuntimeError"
     big = next(c for c in configs if shared_memory_bytes(c, 2, 2) > SMEM and c["BLOCK_SIZE_M"] != 256)
@@ -250,12 +258,12 @@ def test_bench_contracts(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert failed["status"] == "compile:OutOfResources" and "Hardware limit: 101376" in failed["error"]
     model = KernelModel(load_profile())
     t = model.gemm_time_us(moe_problem(SHAPE), 64, "up", ok)
-    eager = bench.eager_times("up", 64, ok, 200)
+    screen = bench.screen_times("up", ok, [1, 64], 200)
     graph = bench.graph_times("up", 64, ok, 200)
-    assert len(eager) == len(graph) == 200
-    assert sum(eager) / 200 == pytest.approx(t + 1.5, rel=0.02)  # + mean launch skew
+    assert set(screen) == {1, 64} and len(screen[64]) == len(graph) == 200
+    assert sum(screen[64]) / 200 == pytest.approx(t, rel=0.02)
     assert sum(graph) / 200 == pytest.approx(t, rel=0.002)
-    assert 0.02 < _cv(eager) < 0.05 and 0.002 < _cv(graph) < 0.008
+    assert 0.02 < _cv(screen[64]) < 0.05 and 0.002 < _cv(graph) < 0.008
     assert 5e-4 < bench.check("down", 64, ok) < 2e-3
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "4")
     with pytest.raises(RuntimeError, match="No CUDA GPUs are available"):

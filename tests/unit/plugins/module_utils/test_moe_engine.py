@@ -13,8 +13,8 @@ import math
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine import (
-    CONFIG_KEYS, JobError, best_per_block_m, candidates, config_key, fingerprint, full_config, joint_pick, median,
-    read_checkpoint, refine_set, sglang_file, validate_job, write_json_atomically)
+    CONFIG_KEYS, JobError, batch_size_groups, best_per_block_m, candidates, config_key, fingerprint, full_config, joint_pick, median,
+    _MainSide, read_checkpoint, refine_set, sglang_file, validate_job, write_json_atomically)
 
 # SGLang's BF16 default configs (get_default_config, CUDA branch): num_warps/num_stages left to Triton.
 DEFAULT_SMALL = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}
@@ -80,6 +80,13 @@ def test_median_and_best_per_block_m():
     best = best_per_block_m({"M16_N32_K64_G1_w4_s3": 5.0, "M16_N64_K64_G1_w4_s3": 4.0, "M32_N64_K64_G1_w4_s3": 6.0,
                              "M64_N64_K64_G1_w4_s3": math.inf})
     assert best == {16: ("M16_N64_K64_G1_w4_s3", 4.0), 32: ("M32_N64_K64_G1_w4_s3", 6.0)}
+
+
+def test_batch_size_groups_gather_the_batch_sizes_of_each_binary():
+    up, mid, large = object(), object(), object()
+    binary_of = {4096: large, 1: up, 2: mid, 512: mid, 1024: large}
+    assert batch_size_groups(binary_of) == [[1], [2, 512], [1024, 4096]]
+    assert batch_size_groups({}) == []
 
 
 def test_joint_pick_takes_the_fastest_up_plus_down_not_the_fastest_up():
@@ -171,3 +178,27 @@ def test_validate_job_names_a_missing_field():
     del broken["output"]
     with pytest.raises(JobError, match="^job[.]output: missing"):
         validate_job(broken)
+
+
+class _ReleaseWithoutDownFile:
+    """A release whose get_config_file_name has no ``down_moe`` (older than 0.5.10): its file_name refuses down."""
+
+    @staticmethod
+    def file_name(shape: dict, kernel: str) -> str:
+        if kernel == "down":
+            raise JobError("job.kernels: this SGLang release reads no separate down config file")
+        return f"E={shape['E']},N={shape['N']},device_name=NVIDIA_H100_80GB_HBM3.json"
+
+
+@pytest.mark.parametrize(("requested", "expected"), [("auto", ["up"]), (["up"], ["up"])])
+def test_kernels_auto_and_named_on_a_release_without_a_down_file(requested, expected):
+    main_side = object.__new__(_MainSide)
+    main_side.job, main_side.release = job(), _ReleaseWithoutDownFile()
+    assert main_side.kernels(requested) == expected
+
+
+def test_a_named_down_kernel_the_release_never_reads_is_refused_before_any_compile():
+    main_side = object.__new__(_MainSide)
+    main_side.job, main_side.release = job(), _ReleaseWithoutDownFile()
+    with pytest.raises(JobError, match="^job[.]kernels: this SGLang release reads no separate down config file"):
+        main_side.kernels(["up", "down"])
