@@ -5,6 +5,7 @@ against installed-package layouts (a release's kernel module, an older release's
 from __future__ import annotations
 
 import hashlib
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -125,8 +126,7 @@ def test_on_an_emulator_host_the_emulated_kernel_model_is_the_source(site):
 
 def test_a_probe_that_cannot_tell_reports_none_and_why(site):
     assert probe_host(_run_with(site), sys.executable)["kernel_source_sha256"] is None  # no kernel module installed
-    (site / "triton" / "__init__.py").unlink()
-    (site / "triton").rmdir()
+    shutil.rmtree(site / "triton")
     probe = probe_host(_run_with(site), sys.executable)
     assert probe["triton"] is None and probe["kernel_source_sha256"] is None
     assert "No module named 'triton'" in probe["problem"]
