@@ -17,6 +17,10 @@ description:
     of a configuration measured earlier in this run.
   - The deployment's GPUs (from O(facts), else O(requested_args), else C(CUDA_VISIBLE_DEVICES) of O(environment))
     are held for all of it. docs/run-directory.md ("MoE estimate") has the sources of the per-config cost.
+  - With O(engine=llmops) the engine's own model instead (docs/moe-engine.md, "What it costs") - one run tunes both
+    kernels, compiling each config's Triton variants once on the plan's C(compile_workers) (2.95 variants per config
+    and kernel, 0.718 core-seconds each) and timing each (config, batch size, kernel) on the plan's GPUs (2.6 ms),
+    both measured on an H100 (benchmarks/results/moe_engine_gpu.json); nothing when the plan's C(cache) is a hit.
 author:
   - llmops.sglang contributors (@llmops)
 options:
@@ -27,6 +31,11 @@ options:
   workers:
     description: GPUs the tuner spreads the batch sizes over (default the plan's C(chunk_size)).
     type: int
+  engine:
+    description: The plan's engine (M(llmops.sglang.moe_tune) O(engine)); V(llmops) uses the engine's cost model.
+    type: str
+    choices: [llmops, sglang]
+    default: sglang
   down:
     description: Whether the down kernel is tuned too.
     type: bool
@@ -60,26 +69,34 @@ EXAMPLES = r"""
 
 RETURN = r"""
 _value:
-  description: C(gpus), C(workers), C(batch_sizes), C(resumed), C(rounds), C(search_space), C(down_candidates),
-    C(down_processes) (down screeners at once), C(down_rounds), C(seconds_per_config), C(parts_s) (C(tuning_up),
-    C(tuning_down), C(measurement)), C(real_s), C(gpu_minutes), C(tuning_gpu_minutes) and C(summary) (one line).
+  description:
+    - C(gpus), C(workers), C(batch_sizes), C(resumed), C(rounds), C(search_space), C(down_candidates),
+      C(down_processes) (down screeners at once), C(down_rounds), C(seconds_per_config), C(parts_s) (C(tuning_up),
+      C(tuning_down), C(measurement)), C(real_s), C(gpu_minutes), C(tuning_gpu_minutes) and C(summary) (one line).
+    - For O(engine=llmops) C(engine), C(gpus), C(batch_sizes), C(resumed), C(search_space), C(kernels),
+      C(compile_workers), C(engine_gpus), C(cache) (the plan's cache status), C(model) (the constants and their source),
+      C(parts_s) (C(engine_compile), C(engine_timing), C(measurement)), C(real_s), C(engine_s), C(engine_gpu_minutes)
+      (the engine's GPUs x its time, comparable to its run's C(gpu_minutes)), C(gpu_minutes), C(tuning_gpu_minutes) and
+      C(summary).
   type: dict
   sample: {gpus: 4, workers: 4, rounds: 5, real_s: 18212.3, gpu_minutes: 1214.2}
 """
 
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import (
-    SECONDS_PER_CONFIG, deployment_gpus, moe_estimate)
+    SECONDS_PER_CONFIG, deployment_gpus, moe_engine_estimate, moe_estimate)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import down_candidate_count
 
 
 def moe_cost_estimate(plan, workers=None, down=False, block_shape=None, seconds_per_config=None,
-                      reference_cost=None, facts=None, requested_args=None, environment=None):
+                      reference_cost=None, facts=None, requested_args=None, environment=None, engine="sglang"):
     if not isinstance(plan, dict) or "search_space" not in plan or "batch_sizes" not in plan:
         raise AnsibleFilterError("moe_cost_estimate: the input must be the moe_tune result of the up kernel's plan "
                                  "(check mode), with search_space and batch_sizes")
     gpus = deployment_gpus(facts, requested_args, environment)[0] or 0
     measurement = (reference_cost or {}).get("real_s")
+    if engine == "llmops":
+        return moe_engine_estimate(plan, gpus=gpus, down=bool(down), measurement_s=measurement)
     return moe_estimate(plan, gpus=gpus, workers=int(workers or plan.get("chunk_size") or 1),
                         down_candidates=down_candidate_count(block_shape) if down else None,
                         seconds_per_config=float(seconds_per_config or SECONDS_PER_CONFIG), measurement_s=measurement)

@@ -15,6 +15,7 @@ import os
 
 from ansible_collections.llmops.sglang.plugins.module_utils import moe_engine
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine_key import result_host_parts
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import (
     compute_bound_search_space, read_search_space_file)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
@@ -83,7 +84,19 @@ def run_engine(module, plan: dict, chunk: list[int], timeout_s: float, on_start)
     return {"changed": True, "done": len([size for size in plan["batch_sizes"] if str(size) in configs]),
             "tuner_seconds": result["wall_s"], "seconds": round(run.seconds, 1),
             "placement": {"batch_sizes": chunk, "gpus_used": result["gpus"], "devices": plan["devices"]},
-            "engine": engine_summary(result, plan["kernel"])}
+            "engine": engine_summary(result, plan["kernel"]),
+            # For the controller's cache: every kernel's file of this run and what it was tuned with.
+            "engine_files": result["files"], "engine_host": result_host_parts(result)}
+
+
+def install_cached(plan: dict, configs: dict, sizes: list[int]) -> dict:
+    """The step of a cache hit: the cached configs of ``sizes`` into moe_tune's checkpoint, as an engine run's are
+    (the finish step writes the output file from there); no engine starts."""
+    merge_into_checkpoint(plan["checkpoint"], plan["fingerprint"], plan["inputs"],
+                          {str(size): configs[str(size)] for size in sizes}, plan["kernel"], sizes)
+    done = read_checkpoint(plan["checkpoint"], plan["fingerprint"])[0]
+    return {"changed": True, "done": len([size for size in plan["batch_sizes"] if str(size) in done]),
+            "tuner_seconds": None, "seconds": 0.0, "placement": None}
 
 
 def engine_summary(result: dict, kernel: str) -> dict:

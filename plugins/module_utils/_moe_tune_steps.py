@@ -15,9 +15,10 @@ import shutil
 import time
 
 from ansible_collections.llmops.sglang.plugins.module_utils._moe_engine_steps import (
-    ENGINE_CLI, engine_work_dir, run_engine)
+    ENGINE_CLI, engine_work_dir, install_cached, run_engine)
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine import ENGINE_VERSION
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine_key import cache_key, probe_host
 from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu import parse_query_gpu, query_gpu_argv
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_batch_sizes import resolve_batch_sizes
@@ -32,7 +33,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuner_output imp
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     DOWN_TUNER, MAIN_TUNER, TuneError, TunerInvocation, chunks, final_output, fingerprint, invocation_dir, log_tail,
     merge_into_checkpoint, ray_cluster_gpus, ray_workers, read_checkpoint, read_tuner_cli, run_tuner, run_tuners,
-    sha256_of, size_runs, step_request, tuner_command, tuner_device_name, tuner_environment, visible_devices)
+    sha256_of, size_runs, step_request, tuner_command, tuner_environment, tuner_gpu, visible_devices)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_validation import validate_config
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import Work
 from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang, tuner_facts
@@ -133,7 +134,7 @@ def _plan_step(module) -> dict:
     _check_kernel_options(params)
     config_bytes, model_config = _read_json_file(os.path.join(params["model_path"], "config.json"), "model_path")
     gpus = _host_gpus(module)
-    device_name = tuner_device_name(gpus, params["environment"])
+    device_name = tuner_gpu(gpus, params["environment"])["name"]
     file_name = _tuner_file_name(params, model_config, device_name)
     sizes = resolve_batch_sizes(params["batch_sizes"], params["max_running_requests"],
                                 params["speculative_num_draft_tokens"], params["chunked_prefill_size"])
@@ -156,7 +157,29 @@ def _plan_step(module) -> dict:
         if params["engine"] == "llmops":
             plan.update(_engine_plan(params, model_config, device_name, plan["devices"], len(sizes["batch_sizes"])))
         plan.update(_tune_plan(module, plan, config_bytes, model_config, probe["versions"]["sglang"]))
+        if params["engine"] == "llmops":
+            plan["engine_cache"] = _engine_cache(module, plan, tuner_gpu(gpus, params["environment"]), model_config)
     return {"changed": False, "plan": plan}
+
+
+def _engine_cache(module, plan: dict, gpu: dict, model_config: dict) -> dict:
+    """What the controller's cache needs of this task (docs/moe-engine.md, "Cache"): the key of its kernel's result
+    (the host's parts read by a probe with the SGLang python) and whether to look it up (not with ``force``); or why
+    the cache is not used."""
+    params = module.params
+    if not params["cache"]:
+        return {"enabled": False, "reason": "cache: false"}
+    run = CommandRunner(module).bound(environ=tuner_environment({}, params["environment"]))
+    options = tuner_options(params["tuner_args"])
+    quantisation = {"dtype": options["dtype"], "per_channel_quant": options["per_channel_quant"],
+                    "block_shape": model_moe_shape(model_config)["block_shape"]}
+    space = {"mode": plan["search_space"]["mode"], "sha256": plan["inputs"]["search_space_sha256"]}
+    try:
+        key = cache_key(gpu, probe_host(run, params["python"]), plan["engine_shape"], quantisation, plan["kernel"],
+                        plan["batch_sizes"], space)
+    except ValueError as exc:
+        return {"enabled": False, "reason": f"no cache key: {exc}"}
+    return {"enabled": True, "key": key, "lookup": not params["force"]}
 
 
 def _check_kernel_options(params: dict) -> None:
@@ -376,4 +399,6 @@ def run_step(module, work: Work) -> dict:
         return _plan_step(module)
     if step in _TUNER_STEPS:
         return _TUNER_STEPS[step](module, request, work)
+    if step == "cached":  # a hit in the controller's cache: its configs into the checkpoint, no engine
+        return install_cached(request["plan"], request["configs"], request["sizes"])
     return _finish_step(module, request)

@@ -155,10 +155,10 @@ def ray_workers(python: str, env: dict[str, str], driver_pid: int, batch_sizes: 
     }
 
 
-def tuner_device_name(gpus: list[dict], environment: dict) -> str:
-    """GPU name torch reports for ``cuda:0``: the first ``CUDA_VISIBLE_DEVICES`` entry (index or UUID), else GPU 0."""
+def tuner_gpu(gpus: list[dict], environment: dict) -> dict:
+    """The GPU torch sees as ``cuda:0``: the first ``CUDA_VISIBLE_DEVICES`` entry (index or UUID), else GPU 0."""
     first = str(environment.get("CUDA_VISIBLE_DEVICES", "")).split(",", maxsplit=1)[0].strip()
-    return next((gpu["name"] for gpu in gpus if first in (str(gpu["index"]), gpu["uuid"])), gpus[0]["name"])
+    return next((gpu for gpu in gpus if first in (str(gpu["index"]), gpu["uuid"])), gpus[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -457,7 +457,8 @@ def log_tail(run: TunerRun, lines: int = 25) -> str:
 # benchmark call). The plan call has no request; each later one has {"step", "plan", "chunk", "timeout"} as its
 # request file (module_utils/action_request.py), so the protocol is no module option.
 MODULE = "llmops.sglang.moe_tune"
-STEP_REQUEST_KEYS = {"chunk": ("plan", "chunk", "timeout"), "finish": ("plan",), "benchmark": ("plan", "timeout")}
+STEP_REQUEST_KEYS = {"chunk": ("plan", "chunk", "timeout"), "finish": ("plan",), "benchmark": ("plan", "timeout"),
+                     "cached": ("plan", "configs", "sizes")}
 
 
 def step_request(tmpdir: str) -> dict[str, Any]:

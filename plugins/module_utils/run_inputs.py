@@ -269,7 +269,7 @@ def check_moe(checker: Checker, moe: t.Any, inventory_hosts: t.Sequence[str] | N
     if moe is None:
         return
     checker.unknown_keys(path, moe, ("batch_sizes", "search_space", "work_dir", "timeout", "force", "tune_hosts",
-                                     "seconds_per_config", "engine"))
+                                     "seconds_per_config", "engine", "cache", "cache_dir"))
     if "engine" in moe and moe["engine"] not in MOE_ENGINES:
         checker.errors.append(f"{path}.engine: must be llmops (the collection's engine) or sglang (SGLang's tuner "
                               f"scripts), {_got(moe['engine'])}"
@@ -297,6 +297,11 @@ def check_moe(checker: Checker, moe: t.Any, inventory_hosts: t.Sequence[str] | N
         checker.check(as_number, f"{path}.timeout", moe["timeout"], minimum=0, strict=True)
     if "force" in moe:
         checker.check(as_bool, f"{path}.force", moe["force"])
+    if "cache" in moe:
+        checker.check(as_bool, f"{path}.cache", moe["cache"])
+    if moe.get("cache_dir") is not None and not (isinstance(moe["cache_dir"], str) and moe["cache_dir"].strip()):
+        checker.errors.append(f"{path}.cache_dir: must be a directory on the controller (null = "
+                              f"<tuning_run_root>/cache/moe-engine), {_got(moe['cache_dir'])}")
     if moe.get("seconds_per_config") is not None:
         checker.check(as_number, f"{path}.seconds_per_config", moe["seconds_per_config"], minimum=0, strict=True)
     if moe.get("tune_hosts"):

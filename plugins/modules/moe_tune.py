@@ -68,6 +68,26 @@ options:
     description:
       - Processes compiling candidates for O(engine=llmops); default the host's CPU cores less one per tuning GPU.
     type: int
+  cache:
+    description:
+      - For O(engine=llmops), ask the controller's cache (O(cache_dir)) before the engine starts; a hit is installed
+        into the checkpoint and the output file without starting the engine. After a miss the engine's result is
+        stored there, one entry per kernel of the run (the down task of the same target then hits).
+      - The key is what makes a config valid and the question it answers - GPU name and compute capability, Triton
+        version, sha256 of the installed kernel source, the engine's version, E, N, hidden size, top-k, dtype,
+        quantisation and block shape, the kernel (up or down), the batch sizes and the search space
+        (docs/moe-engine.md, "Cache"); the host's parts are read by nvidia-smi and a small probe run with O(python).
+      - O(force=true) skips the lookup, tunes again and replaces the entry. Ignored for O(engine=sglang).
+    type: bool
+    default: true
+  cache_dir:
+    description:
+      - Directory of the cache on the controller (content-addressed entries C(<sha[:2]>/<sha>.json), written
+        atomically; an unreadable or foreign entry is a miss with a warning). Keep it outside the collection, which a
+        reinstall replaces.
+      - Default C(~/.cache/llmops-sglang/moe-engine) of the controller's user; the MoE stage passes
+        C(<tuning_run_root>/cache/moe-engine) (C(tuning_run_moe.cache_dir)).
+    type: path
   source_dir:
     description:
       - SGLang source checkout holding C(benchmark/kernels/fused_moe_triton/), at the installed SGLang's version.
@@ -310,14 +330,36 @@ hosts_used:
   elements: str
 engine:
   description:
-    - The engine's run (O(engine=llmops)) as it concerns this task's kernel; null for O(engine=sglang) or when every
-      batch size was resumed.
+    - The engine's run (O(engine=llmops)) as it concerns this task's kernel; null for O(engine=sglang), when every
+      batch size was resumed or when the cache answered (RV(cache)).
     - C(per_batch_size) has per M the pick (C(config), C(kernel_us)), the release's default config and its time in
       the same timing (C(default), C(default_us)) and C(speedup); C(failures) counts the configs that failed by
       reason; C(wall_s), C(gpus) and C(gpu_minutes) what the run cost; C(release) the versions and the hash of the
       kernel source the configs are valid for.
   returned: mode=tune
   type: dict
+cache:
+  description:
+    - The controller's engine cache for this task (O(engine=llmops); null otherwise). C(status) V(hit) (installed from
+      the cache, the engine did not start), V(miss) (the engine ran), V(not needed) (the host's checkpoint held every
+      batch size) or V(off) (C(reason) says why - O(cache=false), or a key part the host could not tell); C(key) and its
+      C(key_sha256) (C(key_short) its first 12 hex digits), C(dir), C(entry) (the entry's path); for a hit C(source)
+      (the engine run that stored it - C(host), C(device), C(release), C(gpu_minutes), C(wall_s), C(stored_at)); after
+      a miss C(stored) (entry path per kernel) or C(not_stored) (why not); C(warning) when an entry was unusable;
+      C(reason) V(force) when the lookup was skipped.
+    - In check mode the lookup is made and reported; nothing is stored.
+  returned: mode=tune
+  type: dict
+  sample: {status: hit, key_short: 3f9a1c2b4d5e, entry: /home/me/.cache/llmops-sglang/moe-engine/3f/3f9a....json}
+compile_workers:
+  description: Processes compiling candidates (O(engine=llmops)).
+  returned: mode=tune, engine=llmops
+  type: int
+devices:
+  description: The GPUs a tuning process may use (the C(CUDA_VISIBLE_DEVICES) entries, else the host's).
+  returned: mode=tune
+  type: list
+  elements: str
 duration_s:
   description: Wall time of the task.
   returned: success
@@ -371,6 +413,8 @@ def main() -> None:
             python=dict(type="path", default="/opt/sglang/venv/bin/python"),
             engine=dict(type="str", choices=["llmops", "sglang"], default="sglang"),
             compile_workers=dict(type="int"),
+            cache=dict(type="bool", default=True),
+            cache_dir=dict(type="path"),
             source_dir=dict(type="path"),
             model_path=dict(type="path", required=True),
             tp_size=dict(type="int", required=True),

@@ -135,8 +135,23 @@ def _moe_cost(run_dir: Path, host: str, stage_cost: dict | None) -> dict | None:
     return {"estimate_gpu_minutes": estimate["gpu_minutes"], "estimate_tuning_gpu_minutes": estimate["tuning_gpu_minutes"],
             "actual_gpu_minutes": actual.get("gpu_minutes"),
             "actual_tuning_gpu_minutes": ((actual.get("parts") or {}).get("tuning") or {}).get("gpu_minutes"),
-            "seconds_per_config": estimate["seconds_per_config"],
-            "measured_seconds_per_config": actual.get("seconds_per_config"), "summary": estimate.get("summary")}
+            "seconds_per_config": estimate.get("seconds_per_config"),
+            "measured_seconds_per_config": actual.get("seconds_per_config"), "summary": estimate.get("summary"),
+            "engine": _engine_cost(run_dir / "moe_tune" / host, estimate)}
+
+
+def _engine_cost(stage_dir: Path, estimate: dict) -> dict | None:
+    """engine: llmops - per tuned file (shape and kernel) the controller cache's answer and its key's short hash,
+    and the engine's GPU-minutes as estimated (its model, gpu_cost.moe_engine_estimate) and as its runs reported."""
+    if estimate.get("engine") != "llmops":
+        return None
+    tasks = [task for task in (read_json(stage_dir / "tune_up.json"), read_json(stage_dir / "tune_down.json")) if task]
+    shapes = [{"file_name": task.get("file_name"), "cache": (task.get("cache") or {}).get("status"),
+               "key_short": (task.get("cache") or {}).get("key_short"),
+               "engine_gpu_minutes": (task.get("engine") or {}).get("gpu_minutes")} for task in tasks]
+    spent = [shape["engine_gpu_minutes"] for shape in shapes if shape["engine_gpu_minutes"] is not None]
+    return {"estimate_gpu_minutes": estimate.get("engine_gpu_minutes"),
+            "actual_gpu_minutes": round(sum(spent), 2) if tasks else None, "shapes": shapes}
 
 
 def host_cost(run_dir: Path, host: str, stages: dict, measurements: list[dict]) -> dict:
@@ -403,11 +418,21 @@ def _drift_section(drift: dict | None) -> list[str]:
 
 
 def _moe_cost_text(moe: dict) -> str:
-    measured = moe["measured_seconds_per_config"]
-    return (f"MoE stage: estimated {_number(moe['estimate_gpu_minutes'])} GPU-min before the server stopped (tuning "
-            f"{_number(moe['estimate_tuning_gpu_minutes'])}, {moe['seconds_per_config']:g} s per config), actual "
-            f"{_number(moe['actual_gpu_minutes'])} GPU-min (tuning {_number(moe['actual_tuning_gpu_minutes'])}"
-            + (f", {measured:g} s per config measured" if measured else "") + ").")
+    measured, per_config = moe["measured_seconds_per_config"], moe["seconds_per_config"]
+    estimated = f", {per_config:g} s per config" if per_config else ""
+    measured_text = f", {measured:g} s per config measured" if measured else ""
+    text = (f"MoE stage: estimated {_number(moe['estimate_gpu_minutes'])} GPU-min before the server stopped (tuning "
+            f"{_number(moe['estimate_tuning_gpu_minutes'])}{estimated}), actual {_number(moe['actual_gpu_minutes'])} "
+            f"GPU-min (tuning {_number(moe['actual_tuning_gpu_minutes'])}{measured_text}).")
+    return text + (" " + _engine_cost_text(moe["engine"]) if moe.get("engine") else "")
+
+
+def _engine_cost_text(engine: dict) -> str:
+    """``MoE engine: estimated 3.9 engine GPU-min, actual 4.1; <file>: cache miss (key 3f9a1c2b4d5e), ...``."""
+    shapes = "; ".join(f"{shape['file_name']}: cache {shape['cache'] or 'not used'}"
+                       + (f" (key {shape['key_short']})" if shape["key_short"] else "") for shape in engine["shapes"])
+    return (f"MoE engine: estimated {_number(engine['estimate_gpu_minutes'])} engine GPU-min, actual "
+            f"{_number(engine['actual_gpu_minutes'])}" + (f"; {shapes}" if shapes else "") + ".")
 
 
 def _params_text(params: dict) -> str:

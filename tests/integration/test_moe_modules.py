@@ -9,6 +9,7 @@ restored at the end.
 """
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -212,15 +213,17 @@ def test_crash_installs_nothing_keeps_the_checkpoint_and_the_rerun_resumes(fleet
     assert list(yaml.safe_load(fleet.run(gpu1, "cat", resumed["output_file"]).stdout)) == ["1", "8", "64", "512"]
 
 
-def test_the_engine_tunes_up_and_down_in_one_run_and_the_down_task_resumes_it(fleet, gpu1, runner, targets):
+def test_the_engine_tunes_up_and_down_in_one_run_and_the_down_task_resumes_it(fleet, gpu1, runner, targets, tmp_path):
     """engine: llmops on the emulator's kernels: one engine run per target, its two files through moe_tune's
-    checkpoints, the down config on the up config's BLOCK_SIZE_M at every batch size, no source checkout needed."""
+    checkpoints, the down config on the up config's BLOCK_SIZE_M at every batch size, no source checkout needed.
+    The run's files go to the controller's cache; a second host (a fresh work dir) asking the same question installs
+    both from there and the engine never starts on it."""
     _, verdict = targets
     by_kernel = {target["kernel"]: target for target in verdict["targets"]}
     work_dir = f"{WORK_DIR}/engine"
     common = {"moe_engine": "llmops", "moe_tuner_args": verdict["tuner_args"], "moe_batch_sizes": BATCH_SIZES,
               "moe_search_space": "pruned", "moe_smem_per_block": 101376, "moe_work_dir": work_dir,
-              "moe_source_dir": "/nonexistent"}
+              "moe_source_dir": "/nonexistent", "moe_cache_dir": str(tmp_path / "engine-cache")}
     up_run, up = tune(runner, moe_expected_file_name=by_kernel["up"]["file_name"], **common)
     assert up_run.status == "successful", up_run.stdout
     assert up["changed"] is True and up["output_file"] == f"{work_dir}/{UP}"
@@ -230,9 +233,16 @@ def test_the_engine_tunes_up_and_down_in_one_run_and_the_down_task_resumes_it(fl
     assert sorted(engine["per_batch_size"], key=int) == [str(m) for m in BATCH_SIZES]
     assert all(row["speedup"] >= 1.0 for row in engine["per_batch_size"].values()), engine["per_batch_size"]
     assert isinstance(engine["failures"], dict) and engine["candidates"]["up"] > 0
-    down_run, down = tune(runner, moe_kernel="down", moe_expected_file_name=by_kernel["down"]["file_name"], **common)
+    cache = up["cache"]
+    assert cache["status"] == "miss" and cache["key"]["kernel"] == "up" and sorted(cache["stored"]) == ["down", "up"]
+    assert cache["key"]["gpu_capability"] == "12.0" and cache["key"]["triton"] == engine["release"]["triton"]
+    assert cache["key"]["kernel_source_sha256"] == engine["release"]["kernel_source_sha256"]
+    # Without the cache the down task takes its file from the engine's own checkpoint of the same run.
+    down_run, down = tune(runner, moe_kernel="down", moe_expected_file_name=by_kernel["down"]["file_name"],
+                          moe_cache=False, **common)
     assert down_run.status == "successful", down_run.stdout
     assert down["output_file"] == f"{work_dir}/{DOWN}" and down["engine"]["resumed_batch_sizes"] == 4
+    assert down["cache"] == {"status": "off", "reason": "cache: false"}
     tuned_up = yaml.safe_load(fleet.run(gpu1, "cat", up["output_file"]).stdout)
     tuned_down = yaml.safe_load(fleet.run(gpu1, "cat", down["output_file"]).stdout)
     assert list(tuned_up) == list(tuned_down) == [str(m) for m in BATCH_SIZES]
@@ -240,6 +250,29 @@ def test_the_engine_tunes_up_and_down_in_one_run_and_the_down_task_resumes_it(fl
     assert fleet.run(gpu1, "pgrep", "-f", "moe_engine.py", check=False).returncode == 1, "an engine process outlived the task"
     rerun, again = tune(runner, moe_expected_file_name=by_kernel["up"]["file_name"], **common)
     assert rerun.status == "successful" and again["changed"] is False and again["resumed"] == 4
+    assert again["cache"]["status"] == "not needed"
+    second_dir = f"{WORK_DIR}/second-host"
+    for kernel, tuned_file in (("up", tuned_up), ("down", tuned_down)):
+        run, hit = tune(runner, moe_kernel=kernel, moe_expected_file_name=by_kernel[kernel]["file_name"],
+                        **{**common, "moe_work_dir": second_dir})
+        assert run.status == "successful", run.stdout
+        assert hit["cache"]["status"] == "hit" and hit["cache"]["entry"] == cache["stored"][kernel]
+        assert hit["cache"]["source"]["gpu_minutes"] == engine["gpu_minutes"]
+        assert hit["changed"] is True and hit["engine"] is None and hit["progress"][0]["cache"] == "hit"
+        assert "from the MoE engine cache" in run.stdout and "the engine did not start" in run.stdout
+        assert yaml.safe_load(fleet.run(gpu1, "cat", hit["output_file"]).stdout) == tuned_file
+    # The engine never started there: it installs its program and job in <work_dir>/engine and runs in runs/engine-*.
+    assert fleet.run(gpu1, "test", "-e", f"{second_dir}/engine", check=False).returncode == 1
+    assert fleet.run(gpu1, "find", second_dir, "-name", "engine-*").stdout.strip() == ""
+    # A damaged entry is a miss with a warning: the engine tunes again and its result replaces the entry.
+    Path(cache["stored"]["up"]).write_text('{"schema": 1, "sha256": "')
+    run, third = tune(runner, moe_expected_file_name=by_kernel["up"]["file_name"],
+                      **{**common, "moe_work_dir": f"{WORK_DIR}/third-host"})
+    assert run.status == "successful", run.stdout
+    assert third["cache"]["status"] == "miss" and "is unusable (unreadable" in third["cache"]["warning"]
+    assert "is unusable (unreadable" in run.stdout and third["engine"]["resumed_batch_sizes"] == 0
+    assert third["cache"]["stored"]["up"] == cache["stored"]["up"]
+    assert json.loads(Path(cache["stored"]["up"]).read_text())["key"] == cache["key"]
 
 
 def test_invalid_json_is_refused_with_the_reason(fleet, gpu1, runner, tuned):

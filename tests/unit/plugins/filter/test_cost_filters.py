@@ -42,3 +42,13 @@ def test_the_estimate_of_the_demo_from_the_tuners_plan():
     assert cluster["rounds"] == 3 and cluster["parts_s"]["tuning_up"] == 3 * 976.0  # 20 batch sizes over 8 GPUs
     with pytest.raises(AnsibleFilterError, match="the up kernel's plan"):
         moe_cost_estimate({"changed": False})
+
+
+def test_the_engine_plan_is_estimated_with_the_engines_model():
+    plan = {**DEMO_PLAN, "compile_workers": 60, "devices": ["0", "1", "2", "3"], "cache": {"status": "miss"}}
+    estimate = moe_cost_estimate(plan, down=True, engine="llmops", facts={"server_args": {"tp_size": 4}},
+                                 reference_cost={"real_s": 480.0})
+    assert estimate["engine"] == "llmops" and (estimate["compile_workers"], estimate["engine_gpus"]) == (60, 4)
+    assert estimate["parts_s"]["measurement"] == 480.0 and estimate["engine_s"] > 0
+    assert "seconds_per_config" not in estimate and estimate["tuning_gpu_minutes"] < moe_cost_estimate(
+        DEMO_PLAN, down=True, facts={"server_args": {"tp_size": 4}})["tuning_gpu_minutes"] / 50

@@ -187,3 +187,43 @@ def test_the_cost_line_says_what_real_gpus_would_have_spent():
         "20.0 GPU-min (4 GPUs x 5.0 min: benchmark 20.0); real-GPU equivalent of an emulated 2.0 GPU-min "
         "(time scale 0.1 serving, 0.001 tuning)")
     assert gpu_cost.cost_line(gpu_cost.cost_record({}, 0, "no GPU work", False, None)) == "0 GPU-min (no GPU work)"
+
+
+# The engine's run on an H100 (benchmarks/results/moe_engine_gpu.json) as moe_tune's plan: 624 configs, SGLang's 18
+# batch sizes in one chunk, 15 compile workers, one GPU.
+H100_ENGINE_PLAN = {"batch_sizes": [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096],
+                    "resumed": 0, "search_space": {"mode": "pruned", "kept": 624}, "compile_workers": 15,
+                    "devices": ["0"]}
+
+
+def test_the_engine_estimate_reproduces_the_h100_run_it_is_sourced_from():
+    plan = {**H100_ENGINE_PLAN, "chunks": [H100_ENGINE_PLAN["batch_sizes"]]}
+    estimate = gpu_cost.moe_engine_estimate(plan, gpus=4, down=True)
+    assert abs(estimate["engine_s"] - 234.8) < 1.0  # the run took 234.8 s wall (624 of its 625 configs searched)
+    assert estimate["parts_s"]["engine_compile"] == round(624 * 2 * 2648.1 / 1250 / 15, 1)
+    assert estimate["engine_gpu_minutes"] == round(estimate["engine_s"] / 60, 2)  # one engine GPU
+    assert estimate["tuning_gpu_minutes"] == round(4 * estimate["engine_s"] / 60, 1)  # the deployment's 4 are held
+    assert estimate["model"]["source"].startswith("benchmarks/results/moe_engine_gpu.json, NVIDIA H100 80GB HBM3")
+    assert "compile 624 configs x 2 kernels on 15 workers" in estimate["summary"]
+
+
+def test_the_engine_estimate_scales_with_workers_gpus_and_what_is_left_and_a_cache_hit_costs_nothing():
+    plan = {**H100_ENGINE_PLAN, "chunks": [H100_ENGINE_PLAN["batch_sizes"]]}
+    base = gpu_cost.moe_engine_estimate(plan, gpus=4, down=True)["parts_s"]
+    more = gpu_cost.moe_engine_estimate({**plan, "compile_workers": 30, "devices": ["0", "1"]}, gpus=4, down=True)
+    assert abs(more["parts_s"]["engine_compile"] - base["engine_compile"] / 2) <= 0.1
+    assert abs(more["parts_s"]["engine_timing"] - base["engine_timing"] / 2) <= 0.1
+    up_only = gpu_cost.moe_engine_estimate(plan, gpus=4, down=False)["parts_s"]
+    assert abs(up_only["engine_compile"] - base["engine_compile"] / 2) <= 0.1
+    for settled in ({**plan, "cache": {"status": "hit"}}, {**plan, "chunks": [], "resumed": 18}):
+        estimate = gpu_cost.moe_engine_estimate(settled, gpus=4, down=True, measurement_s=120.0)
+        assert estimate["engine_s"] == 0.0 and estimate["tuning_gpu_minutes"] == 0.0
+        assert estimate["gpu_minutes"] == 8.0  # the measurement of the tuned configs only
+    assert "in the controller's cache (no engine run)" in gpu_cost.moe_engine_estimate(
+        {**plan, "cache": {"status": "hit"}}, gpus=4, down=True)["summary"]
+
+
+def test_the_engine_run_has_no_seconds_per_config():
+    tune_up = {"tuner_seconds": 234.8, "chunk_size": 18, "search_space": {"kept": 624},
+               "progress": [{"batch_sizes": H100_ENGINE_PLAN["batch_sizes"]}], "cache": {"status": "miss"}}
+    assert gpu_cost.measured_seconds_per_config(tune_up) is None

@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     chunks, final_output, fingerprint, log_tail, merge_into_checkpoint, progress_entry, progress_line,
-    ray_cluster_gpus, read_checkpoint, run_tuner, run_tuners, size_runs, tuner_cli, tuner_command, tuner_device_name,
+    ray_cluster_gpus, read_checkpoint, run_tuner, run_tuners, size_runs, tuner_cli, tuner_command, tuner_gpu,
     tuner_environment, TunerInvocation, TunerRun, visible_devices)
 
 RTX_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
@@ -32,9 +32,9 @@ def test_chunks_and_gpu_counts():
     assert visible_devices({"CUDA_VISIBLE_DEVICES": "2, GPU-5c1e,"}) == ["2", "GPU-5c1e"]
     assert visible_devices({}) is None
     gpus = [{"index": 0, "uuid": "GPU-a", "name": "NVIDIA H200"}, {"index": 1, "uuid": "GPU-b", "name": "NVIDIA H20"}]
-    assert tuner_device_name(gpus, {"CUDA_VISIBLE_DEVICES": "1,0"}) == "NVIDIA H20"
-    assert tuner_device_name(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-b"}) == "NVIDIA H20"
-    assert tuner_device_name(gpus, {}) == "NVIDIA H200"
+    assert tuner_gpu(gpus, {"CUDA_VISIBLE_DEVICES": "1,0"})["name"] == "NVIDIA H20"
+    assert tuner_gpu(gpus, {"CUDA_VISIBLE_DEVICES": "GPU-b"})["name"] == "NVIDIA H20"
+    assert tuner_gpu(gpus, {})["name"] == "NVIDIA H200"
 
 
 # --- command lines ------------------------------------------------------------------------------

@@ -97,6 +97,9 @@ def test_the_role_defaults_and_the_demo_inventory_can_work() -> None:
      "tuning_run_emulator_time_scale.startup: must be a number > 0, got -1"),
     (["moe", "work_dir"], "moe-tune", "tuning_run_moe.work_dir: must be an absolute path on the host, got 'moe-tune'"),
     (["moe", "timeout"], -5, "tuning_run_moe.timeout: must be a number > 0, got -5"),
+    (["moe", "cache"], "sometimes", "tuning_run_moe.cache: must be true or false, got 'sometimes'"),
+    (["moe", "cache_dir"], 7, "tuning_run_moe.cache_dir: must be a directory on the controller (null = "
+                              "<tuning_run_root>/cache/moe-engine), got 7"),
     (["moe", "tune_hosts"], ["gpu1", "gpu9"], "tuning_run_moe.tune_hosts[1]: 'gpu9' is not a host of the inventory"),
     (["flag_sets", 0, "name"], "fused moe", "sglang_candidate_flag_sets[0].name: must be a name of letters, digits"),
     (["flag_sets", 1, "name"], "fused-moe-sum-all-reduce",

@@ -130,3 +130,28 @@ def test_a_run_from_before_the_accounting_has_no_cost_section(tmp_path):
     summary = run_report.build_summary(run)
     assert summary["gpu_minutes"] == 0 and summary["hosts"]["gpu1"]["cost"]["trials"] == []
     assert "### GPU-minutes" not in run_report.render_markdown(run, summary, run_report.measured_hosts(run))
+
+
+def test_the_engine_stage_reports_per_file_the_cache_answer_and_the_engines_gpu_minutes(run_dir):
+    stage = run_dir / "moe_tune" / "gpu1"
+    write_json(stage / "estimate.json", {"engine": "llmops", "gpu_minutes": 30.0, "tuning_gpu_minutes": 15.6,
+                                          "engine_gpu_minutes": 3.9, "summary": "estimate: 30.0 GPU-min on 4 GPUs"})
+    write_json(stage / "tune_up.json", {"file_name": "E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3.json",
+                                         "duration_s": 250.0, "tuner_seconds": 234.8, "engine": {"gpu_minutes": 4.1},
+                                         "cache": {"status": "miss", "key_short": "3f9a1c2b4d5e"}})
+    write_json(stage / "tune_down.json", {"file_name": "E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3_down.json",
+                                           "duration_s": 3.0, "engine": None,
+                                           "cache": {"status": "hit", "key_short": "77aa00bb11cc"}})
+    costs = finish_stages(run_dir)
+    assert "seconds_per_config" not in costs["moe_tune"] or costs["moe_tune"]["seconds_per_config"] is None
+    moe = run_report.build_summary(run_dir)["hosts"]["gpu1"]["cost"]["moe"]
+    assert moe["engine"] == {"estimate_gpu_minutes": 3.9, "actual_gpu_minutes": 4.1, "shapes": [
+        {"file_name": "E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3.json", "cache": "miss",
+         "key_short": "3f9a1c2b4d5e", "engine_gpu_minutes": 4.1},
+        {"file_name": "E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3_down.json", "cache": "hit",
+         "key_short": "77aa00bb11cc", "engine_gpu_minutes": None}]}
+    text = run_report.render_markdown(run_dir, run_report.build_summary(run_dir), run_report.measured_hosts(run_dir))
+    assert "MoE stage: estimated 30.0 GPU-min before the server stopped (tuning 15.6), actual" in text
+    assert ("MoE engine: estimated 3.9 engine GPU-min, actual 4.1; E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3.json: "
+            "cache miss (key 3f9a1c2b4d5e); E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3_down.json: cache hit "
+            "(key 77aa00bb11cc).") in text

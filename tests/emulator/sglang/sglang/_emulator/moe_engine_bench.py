@@ -86,6 +86,12 @@ def _engine():
     raise ImportError("sglang._emulator.moe_engine_bench serves llmops.sglang's moe_engine; it is not loaded")
 
 
+def kernel_source_file() -> str:
+    """The emulated release's kernel source (its hash is part of the facts, as the real kernel file's is): what
+    llmops.sglang's cache-key probe (plugins/module_utils/moe_engine_key.py) hashes on an emulator host."""
+    return kernel_model.__file__
+
+
 def moe_problem(shape: dict) -> MoeProblem:
     """The engine's job shape as the kernel model's problem (the config-file N is the per-shard intermediate size)."""
     return MoeProblem(num_experts=shape["E"], topk=shape["topk"], hidden_size=shape["hidden"],
@@ -125,7 +131,7 @@ class EmulatedRelease:
 
     def facts(self) -> dict:
         import triton
-        with open(kernel_model.__file__, "rb") as handle:
+        with open(kernel_source_file(), "rb") as handle:
             source_sha = hashlib.sha256(handle.read()).hexdigest()
         return {"sglang": emulated_version(self.profile), "triton": triton.__version__, "torch": None,
                 "kernel_module": kernel_model.__name__, "kernel_source_sha256": source_sha, "align": "emulated"}
