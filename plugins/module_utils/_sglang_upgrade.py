@@ -11,6 +11,11 @@ config module (the one the server uses), names the host's GPU to it (no CUDA dev
 read by the startup-log parser, as the server's own would be. Where that import or call fails, the answer comes from
 the collection's model of the release's rules (moe_rules.lookup), and ``source`` says which was used.
 
+Carry or retune: a tuned config the new release would miss or only fall back to is carried to the directory the new
+release reads when it was tuned for the new release's Triton (its ``triton_*`` directory) and both releases hold the
+same kernel source (the hash moe_engine_key's host probe takes, the one the engine's cache keys on); otherwise it
+must be retuned for the new release (:func:`config_action`).
+
 Flags: the new release's ``launch_server --help`` against the server arguments the deployment uses (the names table,
 sglang_names, through server_args.validate_server_args): options it no longer takes (removed or renamed, with the
 replacement), and deprecated aliases it still reads.
@@ -23,7 +28,9 @@ import json
 import os
 from typing import Any
 
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine_key import probe_host
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import config_roots
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import triton_dir_for
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import lookup as model_lookup
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import moe_config_targets
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
@@ -189,15 +196,48 @@ def verdict(current: dict, new: dict) -> str:
     return "lost" if current["status"] in tuned else "untuned"
 
 
-def moe_prediction(targets: list[dict], current: dict, new: dict) -> list[dict]:
+def config_action(row: dict, kernels: dict, new_triton: str) -> tuple[str, str | None]:
+    """(``none`` | ``carry`` | ``retune``, why) for a row the new release would miss (``lost``) or only fall back on
+    (``fallback``). A tuned config is valid for the Triton it was tuned with (the ``triton_*`` directory it lies in)
+    and the kernel source it was tuned on (taken to be the current release's: the one that loads it): carried where
+    both hold for the new release, else retuned, saying what changed."""
+    if row["verdict"] not in ("lost", "fallback"):
+        return "none", None
+    tuned_dir = os.path.basename(os.path.dirname(row["current"]["path"] or ""))
+    changed = []
+    if tuned_dir != triton_dir_for(new_triton):
+        changed.append(f"it was tuned for {tuned_dir or 'another Triton'}, the new release runs Triton {new_triton}")
+    if not kernels["current"] or not kernels["new"]:
+        changed.append("the kernel source of a release could not be read")
+    elif kernels["current"] != kernels["new"]:
+        changed.append(f"the fused-MoE kernel source changed ({kernels['current'][:12]} -> {kernels['new'][:12]})")
+    if changed:
+        return "retune", "; ".join(changed)
+    return "carry", f"same Triton ({new_triton}) and kernel source ({kernels['new'][:12]})"
+
+
+def moe_prediction(targets: list[dict], current: dict, new: dict, kernels: dict, new_triton: str) -> list[dict]:
     rows = []
     for target, before, after in zip(targets, current["lookups"], new["lookups"]):
-        rows.append({"kernel": target["kernel"], "E": target["E"], "N": target["N"], "dtype": target["dtype"],
-                     "file_name": after["file_name"] or target["file_name"],
-                     "current": {key: before.get(key) for key in ("status", "path", "reuses_up_config")},
-                     "new": {key: after.get(key) for key in ("status", "path", "reuses_up_config")},
-                     "verdict": verdict(before, after)})
+        row = {"kernel": target["kernel"], "E": target["E"], "N": target["N"], "dtype": target["dtype"],
+               "file_name": after["file_name"] or target["file_name"],
+               "current": {key: before.get(key) for key in ("status", "path", "reuses_up_config")},
+               "new": {key: after.get(key) for key in ("status", "path", "reuses_up_config")},
+               "verdict": verdict(before, after)}
+        row["action"], row["action_reason"] = config_action(row, kernels, new_triton)
+        rows.append(row)
     return rows
+
+
+def carry_plan(rows: list[dict]) -> list[dict]:
+    """What to install for the new release, as llmops.sglang.moe_configs takes it (``src``: the config the current
+    release loads, ``name``: the file name the new release looks up)."""
+    return [{"src": row["current"]["path"], "name": row["file_name"]} for row in rows if row["action"] == "carry"]
+
+
+def retune_plan(rows: list[dict]) -> list[dict]:
+    return [{"kernel": row["kernel"], "E": row["E"], "N": row["N"], "dtype": row["dtype"],
+             "file_name": row["file_name"], "why": row["action_reason"]} for row in rows if row["action"] == "retune"]
 
 
 # --- flags ------------------------------------------------------------------------------------------------------
@@ -254,10 +294,14 @@ def predict(run, params: dict) -> dict[str, Any]:
     lookup_args = (params["gpu_name"], params["model_path"], targets, params["moe_config_dir"])
     current = release_lookups(run, params["current_python"], *lookup_args)
     new = release_lookups(run, params["python"], *lookup_args)
-    moe = moe_prediction(targets, current, new)
+    kernels = {side: probe_host(run, params[key]).get("kernel_source_sha256")
+               for side, key in (("current", "current_python"), ("new", "python"))}
+    moe = moe_prediction(targets, current, new, kernels, new_probe["versions"]["triton"])
     flags = flag_prediction(params["server_args"], help_flags(run, params["current_python"], "current_python"),
                             help_flags(run, params["python"], "python"), new_probe["versions"]["sglang"])
-    return {"changed": False, "versions": versions, "moe": moe,
+    for side, digest in kernels.items():
+        versions[side] = {**versions[side], "kernel_source_sha256": digest}
+    return {"changed": False, "versions": versions, "moe": moe, "carry": carry_plan(moe), "retune": retune_plan(moe),
             "lookup_source": {"current": current["source"], "new": new["source"]},
             "lookup_model_reason": {"current": current["why_model"], "new": new["why_model"]},
             "flags": flags, "ready": not flags["errors"] and not any(row["verdict"] in ("lost", "error") for row in moe),
@@ -274,12 +318,13 @@ def summary(versions: dict, moe: list[dict], flags: dict, source: str) -> list[s
         what = {"kept": f"loads {row['new']['path']}",
                 "gained": f"loads {row['new']['path']} (the current release runs defaults)",
                 "fallback": f"falls back to {row['new']['path']} (another Triton's: sub-optimal)",
-                "lost": f"MISSES it: runs defaults where the current release loads {row['current']['path']} "
-                        "(carry it to the new release's directory or retune)",
+                "lost": f"MISSES it: runs defaults where the current release loads {row['current']['path']}",
                 "untuned": "runs defaults, as the current release does (never tuned)",
                 "error": "fails during the lookup"}[row["verdict"]]
         if row["new"].get("reuses_up_config"):
             what += "; reuses the tuned up config for down"
+        if row["action"] != "none":
+            what += f"; {row['action'].upper()} it: {row['action_reason']}"
         lines.append(f"{row['kernel']} {row['file_name']}: {row['verdict']}: {what}")
     lines += [f"flag error: {error}" for error in flags["errors"]]
     lines += [f"flag warning: {warning}" for warning in flags["warnings"]]

@@ -24,6 +24,11 @@ description:
   - Flags. It checks the server arguments against the new release's C(launch_server --help) and the collection's
     table of renamed options. It reports the options the new release refuses (removed or renamed, with their
     replacement) and the deprecated aliases it still reads (RV(flags)).
+  - Carry or retune. A tuned config the new release would miss (V(lost)) or only fall back to (V(fallback)) is to
+    be carried when it was tuned for the new release's Triton (the C(triton_*) directory it lies in) and both
+    releases hold the same fused-MoE kernel source (by hash); RV(carry) lists it as M(llmops.sglang.moe_configs)
+    installs it into the new release. Otherwise it must be retuned for the new release (RV(retune), with what
+    changed).
   - Changes nothing, in check mode or not.
 author:
   - llmops.sglang contributors (@llmops)
@@ -75,7 +80,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 versions:
-  description: The C(current) and the C(new) release's versions of python, sglang, triton, torch and ray.
+  description: The C(current) and the C(new) release's versions of python, sglang, triton, torch and ray, and the
+    sha256 of its fused-MoE kernel source (C(kernel_source_sha256), null where it cannot be read).
   returned: success
   type: dict
 moe:
@@ -89,6 +95,23 @@ moe:
       loads a tuned config and the new one runs defaults. V(gained) means the new release finds a config the current
       one does not. V(untuned) means neither release loads one. V(error) means the new release raises during the
       lookup.
+    - C(action) is V(carry), V(retune) or V(none) (nothing to do), and C(action_reason) says why.
+  returned: success
+  type: list
+  elements: dict
+carry:
+  description: The tuned configs to carry into the new release, as O(llmops.sglang.moe_configs#module:configs) takes
+    them (C(src) the file the current release loads, C(name) the file name the new release looks up).
+  returned: success
+  type: list
+  elements: dict
+  sample:
+    - src: "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_6_0/\
+        E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3.json"
+      name: "E=256,N=256,device_name=NVIDIA_H100_80GB_HBM3.json"
+retune:
+  description: The configs that must be tuned again for the new release (C(kernel), C(E), C(N), C(dtype),
+    C(file_name), and C(why)).
   returned: success
   type: list
   elements: dict

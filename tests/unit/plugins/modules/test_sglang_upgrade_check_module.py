@@ -15,7 +15,8 @@ import pytest
 from ansible.module_utils.testing import patch_module_args
 
 from ansible_collections.llmops.sglang.plugins.module_utils._sglang_release import ensure_release
-from ansible_collections.llmops.sglang.plugins.modules import sglang_upgrade_check
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import probe_sglang
+from ansible_collections.llmops.sglang.plugins.modules import moe_configs, sglang_upgrade_check
 from tests.emulator.build import build_wheelhouse
 
 REPO = Path(__file__).resolve().parents[4]
@@ -23,7 +24,6 @@ MODEL = REPO / "tests" / "emulator" / "models" / "Qwen3.5-122B-A10B"
 GPU = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 DOWN = UP.replace(".json", "_down.json")
-CONFIG_MODULE = "sglang/srt/layers/moe/moe_runner/triton_utils"
 TUNED = {"1": {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4,
                "num_stages": 3}}
 pytestmark = pytest.mark.skipif(not os.access("/usr/bin/python3", os.X_OK), reason="needs Debian's python3 (with venv)")
@@ -43,7 +43,7 @@ def releases_fixture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]
     wheelhouse = build_wheelhouse(REPO / ".cache" / "emulator-wheelhouse" / "wheels")
     venvs = tmp_path_factory.mktemp("venvs")
     pythons = {}
-    for version in ("0.5.23", "0.5.24"):
+    for version in ("0.5.11", "0.5.23", "0.5.24"):
         params = {"version": version, "venvs_dir": str(venvs), "wheelhouse": str(wheelhouse),
                   "base_python": "/usr/bin/python3"}
         pythons[version] = ensure_release(_run, params, check_mode=False)["python"]
@@ -51,9 +51,8 @@ def releases_fixture(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]
 
 
 def package_configs(python: str) -> Path:
-    site = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          capture_output=True, text=True, check=True).stdout.strip()
-    return Path(site, CONFIG_MODULE, "configs")
+    """The configs directory of the release's own config module (where it moved between releases)."""
+    return Path(probe_sglang(_run, python)["config_module_dir"], "configs")
 
 
 def tune(configs: Path, triton_dir: str) -> Path:
@@ -93,6 +92,37 @@ def test_configs_in_the_old_venv_are_lost_by_the_new_one(releases, capsys):
     assert rows["up"]["new"]["status"] == "missing" and rows["up"]["verdict"] == "lost"
     assert rows["down"]["verdict"] == "lost"
     assert any(line.startswith(f"up {UP}: lost: MISSES it") for line in result["summary"])
+    assert rows["up"]["action"] == "retune" and result["carry"] == []
+    assert rows["up"]["action_reason"] == "it was tuned for triton_3_6_0, the new release runs Triton 3.9.0"
+    assert [row["file_name"] for row in result["retune"]] == [UP, DOWN]
+
+
+def test_a_config_for_the_same_triton_and_kernel_is_carried_and_then_loaded(releases, capsys, tmp_path):
+    """0.5.11 -> 0.5.23, both on Triton 3.6.0 with the same kernel source: the configs in the old venv's package are
+    lost by the new venv, carried by moe_configs as the plan says, and then the new release's own lookup loads them."""
+    tuned = tune(package_configs(releases["0.5.11"]), "triton_3_6_0")
+    carried = package_configs(releases["0.5.23"]) / "triton_3_6_0"
+    try:
+        code, result = run_module(capsys, releases, python=releases["0.5.23"], current_python=releases["0.5.11"])
+        assert code == 0, result
+        assert [(row["verdict"], row["action"]) for row in result["moe"]] == [("lost", "carry"), ("lost", "carry")]
+        assert by_kernel(result)["up"]["action_reason"].startswith("same Triton (3.6.0) and kernel source (")
+        assert result["carry"] == [{"src": str(tuned / UP), "name": UP}, {"src": str(tuned / DOWN), "name": DOWN}]
+        assert result["retune"] == [] and result["ready"] is False
+        assert result["versions"]["new"]["kernel_source_sha256"] == result["versions"]["current"]["kernel_source_sha256"]
+        install = {"python": releases["0.5.23"], "configs": result["carry"], "backup_root": str(tmp_path / "backups")}
+        with patch_module_args(install), pytest.raises(SystemExit) as exit_info:
+            moe_configs.main()
+        installed = json.loads(capsys.readouterr().out)
+        assert exit_info.value.code == 0 and installed["installed"] == [str(carried / UP), str(carried / DOWN)]
+        code, after = run_module(capsys, releases, python=releases["0.5.23"], current_python=releases["0.5.11"])
+        assert [(row["verdict"], row["new"]["path"]) for row in after["moe"]] == [
+            ("kept", str(carried / UP)), ("kept", str(carried / DOWN))]
+        assert after["carry"] == [] and after["ready"] is True
+    finally:
+        for name in (UP, DOWN):
+            (tuned / name).unlink()
+            (carried / name).unlink(missing_ok=True)
 
 
 def test_a_shared_config_dir_is_read_through_the_new_releases_fallback(releases, capsys, tmp_path):
