@@ -28,6 +28,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from tests.emulator.profiles import EMULATOR_DIR, package_version, profile_releases
@@ -171,16 +172,19 @@ def _build_venvs(dest: Path, releases: list[str], python: str, venv_target: str,
         _retarget_shebangs(venv, venv_target)
 
 
-def build_wheelhouse(wheelhouse: Path, python: str = sys.executable) -> Path:
+def build_wheelhouse(wheelhouse: Path, base_python: str = "/usr/bin/python3") -> Path:
     """The wheelhouse alone (no venvs, for tests that install releases themselves), rebuilt only when the emulator's
-    sources or the wheel list changed; ``python`` (with pip) builds it and picks the dependencies' binary wheels."""
+    sources or the wheel list changed; built by the pip of a throwaway venv of ``base_python``, the Python the tests'
+    release venvs are made from, so the dependencies' binary wheels are its own whatever Python runs the tests."""
     wheelhouse = Path(wheelhouse).resolve()
-    stamp = {"sources": sources_digest(), "python": python, "wheels": wheel_releases(),
+    stamp = {"sources": sources_digest(), "python": base_python, "wheels": wheel_releases(),
              "runtime_requirements": list(RUNTIME_REQUIREMENTS), "triton_pins": TRITON_PINS}
     stamp_path = wheelhouse.parent / f".{wheelhouse.name}.json"
     if _read_stamp(stamp_path) != stamp or not wheelhouse.is_dir():
         stamp_path.unlink(missing_ok=True)
-        _build_wheelhouse(python, wheelhouse)
+        with tempfile.TemporaryDirectory(prefix="wheelhouse-venv-") as venv:
+            _run([base_python, "-m", "venv", venv])
+            _build_wheelhouse(str(Path(venv, "bin", "python")), wheelhouse)
         stamp_path.write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
     return wheelhouse
 
