@@ -498,7 +498,8 @@ def _cause_kind(text: str) -> str | None:
     lowered = text.lower()
     if not any(hint in lowered for hint in _ERROR_HINTS):
         return None
-    if "address already in use" in lowered or "eaddrinuse" in lowered:
+    # uvicorn/asyncio's bind error, torch's TCPStore, 0.5.23 server_args.py line 886 "Port is already in use."
+    if "already in use" in lowered and ("address" in lowered or "port" in lowered) or "eaddrinuse" in lowered:
         return "port_in_use"
     if "not enough memory" in lowered or "out of memory" in lowered or "OutOfMemoryError" in text:
         return "oom"
@@ -618,10 +619,12 @@ def _exception_kind(exception: _RaisedException) -> str | None:
     """The cause one exception names: its raise site (ServerArgs' validation is the flags), its text, or the
     fused-MoE config reader failing on an installed config (0.5.11 fused_moe_triton_config.py
     ``assert config["BLOCK_SIZE_M"] == down_config["BLOCK_SIZE_M"]``)."""
+    kind = _cause_kind(exception.text)
+    if kind == "port_in_use":
+        return kind  # ServerArgs checks the ports too: the port is the cause, not the flags
     if exception.frames and exception.type in _CONFIG_RAISE_TYPES and any(
             site in exception.frames[-1] for site in _CONFIG_RAISE_SITES):
         return "config_error"
-    kind = _cause_kind(exception.text)
     if kind is not None:
         return kind
     if exception.type in ("AssertionError", "JSONDecodeError", "KeyError") and any(
