@@ -105,8 +105,8 @@ def test_wrapped_failure_gives_the_error_of_the_unwrapped_one(wrapper):
 def test_shell_prompts_in_pasted_output_end_lines_and_are_not_the_server():
     """An operator's paste: the command and a grep typed between two outputs; the grep names an OOM."""
     text = ("user@gpu01:~$ journalctl -u sglang --no-pager -o cat\n" + READY[0] + "\n" + READY[1][:300] + "\n"
-            + "(venv) root@gpu01:/srv# grep -n 'CUDA out of memory' /var/log/sglang.log\n"
-            + "\n".join(READY[2:]) + "\n[root@gpu01 ~]# \n")
+            + "(venv) root@gpu01:/srv# tail -n 2 /var/log/sglang.log\n" + "\n".join(READY[2:]) + "\n"
+            + "[root@gpu01 ~]# grep -c 'CUDA out of memory' /var/log/sglang.log\n0\n$ \n")
     facts = parse_startup_log(text)
     assert facts["error"] is None
     assert facts["attention_backend"] == "triton" and facts["max_running_requests"] == 48 and facts["ready"] is True
