@@ -8,11 +8,10 @@ writes the same wrappers around a log built from the wheel's format strings.
 """
 from __future__ import annotations
 
-import html
-
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
+from tests.log_wrappers import WRAPPERS
 
 MODEL = "/srv/models/Qwen3.5-122B-A10B"
 # 0.5.23 sglang/srt/entrypoints/engine.py line 311 `logger.info(f"server_args={_server_args_for_logging(server_args)}")`
@@ -49,36 +48,6 @@ FAILED = READY[:2] + [
 ]
 FACTS = ("mem_fraction_static", "attention_backend", "max_running_requests", "max_total_num_tokens", "model_path",
          "tp_size", "speculative_algorithm", "ready", "timings")
-
-
-def _each_line(prefix: str, *, strip: bool = False):
-    return lambda lines: "".join(prefix + (line.strip() if strip else line) + "\n" for line in lines)
-
-
-WRAPPERS = {
-    # a supervisor's Python logging relaying the server's output line by line (logging's default format
-    # "%(asctime)s - %(name)s - %(levelname)s - %(message)s")
-    "python_logging": _each_line("2026-11-30 10:00:02,345 - supervisor.sglang - INFO - "),
-    "python_basic_config": _each_line("INFO:root:"),
-    # xinference before 2026: "%(asctime)s %(name)-12s %(process)d %(levelname)-8s %(message)s" (deploy/utils.py)
-    "xinference": _each_line("2026-11-30 10:00:02,345 xinference.core.worker 12345 INFO     "),
-    # xinference 2026 TextFileFormatter (xinference/deploy/utils.py) with StreamToLogger, which strips each line
-    "xinference_text": _each_line("2026-11-30T10:00:02.345Z INFO xinference.stdout pid:12345 role:worker "
-                                  "address:10.0.0.2:30001 node:gpu01 ", strip=True),
-    # Ray's prefix of an actor's / a worker's output
-    "ray_actor": _each_line("(SGLangEngine pid=48213, ip=10.0.0.2) "),
-    "ray_worker": _each_line("(pid=48213) "),
-    # per-GPU launchers
-    "gpu_label": _each_line("[GPU 0] "),
-    "mpirun_tag_output": _each_line("[1,0]<stdout>:"),
-    "srun_label": _each_line("0: "),
-    # a web page: HTML-escaped (html.escape, quote=True) with `<br>` for the newlines
-    "html_br": lambda lines: "".join(html.escape(line) + "<br>\n" for line in lines),
-    # xinference re-wrapping the server's lines at 100 characters, each piece with its own prefix
-    "xinference_rewrapped": lambda lines: "".join(
-        "2026-11-30 10:00:02,345 xinference.core.worker 12345 INFO     " + line[start:start + 100].strip() + "\n"
-        for line in lines for start in range(0, len(line), 100)),
-}
 
 
 @pytest.mark.parametrize("wrapper", list(WRAPPERS))
