@@ -274,8 +274,8 @@ facts_error:
 failure:
   description:
     - Classified cause of a failed start (from the startup log parser), C(kind) in the operator's terms
-      (port_in_use, oom, gpu_unavailable, moe_config_error, model_error, install_error, nccl_error, cuda_error,
-      warmup_failed, config_error, runtime_error, unknown_traceback) with C(message),
+      (port_in_use, oom, gpu_unavailable, arch_unsupported, moe_config_error, model_error, install_error, nccl_error,
+      cuda_error, warmup_failed, config_error, unknown_traceback, runtime_error; docs/support-matrix.md) with C(message),
       C(lines) and C(suggestion).
     - When the log names no error, how the wait ended (start_timeout, health_check_failed, exited).
   returned: on failure
