@@ -7,6 +7,7 @@ tests/unit/plugins/module_utils/test_startup_log_wrappers.py and tests/conforman
 from __future__ import annotations
 
 import html
+import re
 
 
 def _each_line(prefix: str, *, strip: bool = False):
@@ -36,4 +37,28 @@ WRAPPERS = {
     "xinference_rewrapped": lambda lines: "".join(
         "2026-11-30 10:00:02,345 xinference.core.worker 12345 INFO     " + line[start:start + 100].strip() + "\n"
         for line in lines for start in range(0, len(line), 100)),
+}
+
+_SGLANG_PREFIX_RE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)?(?: [A-Z_]+\d+)*\] ")
+
+
+def _records_formatted_by(prefix: str):
+    """SGLang run inside the tool's process (xinference runs sglang.Engine in its model actor): the tool's logging
+    formats SGLang's records instead of SGLang's configure_logger; a record's further lines (a traceback in the
+    message) keep no prefix."""
+    def formatted(lines):
+        out = []
+        for line in lines:
+            match = _SGLANG_PREFIX_RE.match(line)
+            out.append(line if match is None else prefix + line[match.end():])
+        return "".join(f"{line}\n" for line in out)
+    return formatted
+
+
+IN_PROCESS = {
+    "python_logging": _records_formatted_by("2026-11-30 10:00:02,345 - sglang.srt.entrypoints.engine - INFO - "),
+    "python_basic_config": _records_formatted_by("INFO:sglang.srt.entrypoints.engine:"),
+    "xinference": _records_formatted_by("2026-11-30 10:00:02,345 sglang.srt.entrypoints.engine 12345 INFO     "),
+    "xinference_text": _records_formatted_by("2026-11-30T10:00:02.345Z INFO sglang.srt.entrypoints.engine pid:12345 "
+                                             "role:worker address:10.0.0.2:30001 node:gpu01 "),
 }

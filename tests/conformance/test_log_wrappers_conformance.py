@@ -5,7 +5,8 @@
 The log is 0.5.23's (tests/conformance/release_checks.real_log: every line rendered from the wheel's log calls), with
 a failing tail built from the wheel too: the scheduler's ``Scheduler hit an exception: {traceback}`` log call, the
 raise site of the memory check (its message read from the wheel's source) and the parent's sigquit log call. Each
-wrapper of tests/log_wrappers.py is put around it; the facts and the error must be those of the unwrapped log.
+wrapper of tests/log_wrappers.py is put around it, and each host-process formatter in place of SGLang's prefix;
+the facts and the error must be those of the unwrapped log.
 """
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import p
 from tests.conformance.conftest import extracted
 from tests.conformance.real_logs import template
 from tests.conformance.release_checks import real_log
-from tests.log_wrappers import WRAPPERS
+from tests.log_wrappers import IN_PROCESS, WRAPPERS
 
 VERSION = "0.5.23"
 FACTS = ("mem_fraction_static", "attention_backend", "max_running_requests", "max_total_num_tokens",
@@ -69,3 +70,16 @@ def test_wrapped_release_failure_gives_the_same_error(wrapper):
     # a re-wrapping tool cuts the exception line at its width: the rest is a line of the traceback's text
     assert expected["message"].startswith(error["message"]) if wrapper.endswith("rewrapped") \
         else error["message"] == expected["message"]
+
+
+@pytest.mark.parametrize("formatter", list(IN_PROCESS))
+def test_release_records_formatted_by_the_host_process(formatter):
+    """SGLang inside the tool's process (xinference's model actor): the tool's formatter instead of SGLang's prefix."""
+    lines = real_log(VERSION).splitlines()
+    expected, facts = parse_startup_log("\n".join(lines) + "\n"), parse_startup_log(IN_PROCESS[formatter](lines))
+    same = [name for name in FACTS if name != "timings"]  # the tool's clock is not SGLang's
+    assert {name: facts.get(name) for name in same} == {name: expected.get(name) for name in same}
+    failing = _failing_log()
+    expected_error = parse_startup_log(failing)["error"]
+    error = parse_startup_log(IN_PROCESS[formatter](failing.splitlines()))["error"]
+    assert (error["kind"], error["message"]) == (expected_error["kind"], expected_error["message"])

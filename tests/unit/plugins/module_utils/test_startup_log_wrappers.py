@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
-from tests.log_wrappers import WRAPPERS
+from tests.log_wrappers import IN_PROCESS, WRAPPERS
 
 MODEL = "/srv/models/Qwen3.5-122B-A10B"
 # 0.5.23 sglang/srt/entrypoints/engine.py line 311 `logger.info(f"server_args={_server_args_for_logging(server_args)}")`
@@ -69,6 +69,16 @@ def test_wrapped_failure_gives_the_error_of_the_unwrapped_one(wrapper):
     assert (error["kind"], error["message"], error["suggestion"]) == (
         expected["kind"], expected["message"], expected["suggestion"])
     assert [line.strip() for line in error["lines"]] == [line.strip() for line in expected["lines"]]
+
+
+@pytest.mark.parametrize("formatter", list(IN_PROCESS))
+def test_records_formatted_by_the_host_process_give_the_facts(formatter):
+    """SGLang inside the tool's process: its records carry the tool's prefix instead of SGLang's."""
+    expected, facts = parse_startup_log("\n".join(READY) + "\n"), parse_startup_log(IN_PROCESS[formatter](READY))
+    assert {name: facts.get(name) for name in FACTS if name != "timings"} == {
+        name: expected.get(name) for name in FACTS if name != "timings"}
+    error = parse_startup_log(IN_PROCESS[formatter](FAILED))["error"]
+    assert (error["kind"], error["message"]) == ("oom", FAILED[-2])
 
 
 def test_shell_prompts_in_pasted_output_end_lines_and_are_not_the_server():
