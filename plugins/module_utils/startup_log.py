@@ -737,7 +737,7 @@ class _StartupFacts:
             if not record.prefixed and _continues_wrapped(record.message):
                 # a terminal or viewer wrapped the line: the rest of it, cut at the width without a separator
                 self.records.append(record)
-                text = wrapped.message + record.message
+                text = wrapped.message + (" " if _space_dropped(wrapped.message) else "") + record.message
                 if _maybe_wrapped(text) and not _maybe_wrapped(wrapped.message + " " + record.message):
                     text = wrapped.message + " " + record.message  # the wrap fell on a space (stripped)
                 joined = wrapped._replace(message=text, complete=record.complete)
@@ -952,16 +952,27 @@ def _maybe_wrapped(message: str) -> bool:
     """A scheduler summary, KV cache, graph capture or MoE config line that stops before the part the parser
     reads (a wrapped copy of the log)."""
     if message.startswith("max_total_num_tokens="):
-        return "available_gpu_mem=" not in message and "context_len=" not in message
+        return message.endswith(",") or ("available_gpu_mem=" not in message and "context_len=" not in message)
     if message.startswith(("KV Cache is allocated.", _KV_CACHE_FINAL)):
         return _KV_CACHE_RE.match(message) is None
     if message.startswith("Attention backend not"):
         return _ATTENTION_DEFAULT_RE.match(message) is None
+    if message.startswith("The server is fired"):
+        return _READY_MARKER not in message
     if message.startswith("Capture ") and _CAPTURE_END_RE.match(message):
         return _CAPTURE_ELAPSED_RE.search(message) is None
     if "MoE" in message and "onfig" in message:
         return not any(entry[0].search(message) for entry in _MOE_PATTERNS)
     return False
+
+
+def _space_dropped(head: str) -> bool:
+    """A word-wrapping tool (textwrap, `fold -s`) broke the line at a space and dropped it: after a scheduler line's
+    `key=value,` or before a MoE line's path (`... config from`, `... not found at`). A cut at a fixed width keeps the
+    space at the start of the next piece, which is then no continuation."""
+    if head.startswith("max_total_num_tokens="):
+        return head.endswith(",")
+    return head.endswith((" from", " at"))
 
 
 def _continues_wrapped(message: str) -> bool:

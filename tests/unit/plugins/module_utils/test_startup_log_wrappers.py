@@ -8,6 +8,8 @@ writes the same wrappers around a log built from the wheel's format strings.
 """
 from __future__ import annotations
 
+import textwrap
+
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
@@ -91,6 +93,19 @@ def test_shell_prompts_in_pasted_output_end_lines_and_are_not_the_server():
     assert facts["attention_backend"] == "triton" and facts["max_running_requests"] == 48 and facts["ready"] is True
     # the dump was cut where the operator's paste stopped: not continued by the prompt's line
     assert facts["server_args_truncated"] is True and facts["mem_fraction_static"] == 0.81
+
+
+@pytest.mark.parametrize("width", [60, 80, 100])
+def test_lines_word_wrapped_at_spaces(width):
+    """A viewer that wraps at word boundaries (textwrap, `fold -s`) drops the space it breaks at."""
+    moe = ("[2026-11-30 10:01:23 TP0] Using MoE kernel config from /opt/sglang/venv/lib/python3.11/site-packages/"
+           "sglang/srt/layers/moe/moe_runner/triton_utils/configs/triton_3_6_0/E=256,N=256,"
+           "device_name=NVIDIA_H100_80GB_HBM3.json.")  # 0.5.23 fused_moe_triton_config.py
+    lines = [*READY[:2], moe, *READY[2:]]
+    wrapped = "".join("\n".join(textwrap.wrap(line, width, break_on_hyphens=False)) + "\n" for line in lines)
+    expected, facts = parse_startup_log("\n".join(lines) + "\n"), parse_startup_log(wrapped)
+    for name in (*FACTS, "moe_configs", "context_len"):
+        assert facts.get(name) == expected.get(name), name
 
 
 def test_attention_backend_line_wrapped_at_a_narrow_width():
