@@ -21,6 +21,8 @@ from tests.conformance.release_checks import real_log
 from tests.log_wrappers import IN_PROCESS, WRAPPERS
 
 VERSION = "0.5.23"
+# the dump's three forms: the dataclass repr (0.5.10), resolved_dict() (0.5.20), _server_args_for_logging() (0.5.23)
+FACT_VERSIONS = ("0.5.10", "0.5.20", VERSION)
 FACTS = ("mem_fraction_static", "attention_backend", "max_running_requests", "max_total_num_tokens",
          "kv_cache_tokens", "model_path", "tp_size", "speculative_algorithm", "missing_moe_configs", "gpu_name",
          "ready", "timings", "server_args")
@@ -52,8 +54,9 @@ def _failing_log() -> str:
 
 
 @pytest.mark.parametrize("wrapper", list(WRAPPERS))
-def test_wrapped_release_log_gives_the_same_facts(wrapper):
-    lines = real_log(VERSION).splitlines()
+@pytest.mark.parametrize("version", FACT_VERSIONS)
+def test_wrapped_release_log_gives_the_same_facts(version, wrapper):
+    lines = real_log(version).splitlines()
     expected, facts = parse_startup_log("\n".join(lines) + "\n"), parse_startup_log(WRAPPERS[wrapper](lines))
     assert expected["ready"] is True and expected["mem_fraction_static"] == 0.81
     assert {name: facts.get(name) for name in FACTS} == {name: expected.get(name) for name in FACTS}
