@@ -8,12 +8,14 @@ Pure and stdlib-only: it runs on the managed hosts (module side) and on the cont
 The formats it reads are SGLang's own log lines as of mid-2025 .. 2026, releases 0.5.10 .. 0.5.23 (prefix
 ``[YYYY-MM-DD HH:MM:SS(.mmm)( DP0 TP0 ...)] message``, sglang/srt/utils/common.py::configure_logger,
 the same in every release), optionally wrapped in journald (short, short-precise, short-iso), docker,
-docker compose / container-name, torchrun (``[rank0]:``) or Python-logging (``INFO:name:``,
-``asctime - name - LEVEL - ``) prefixes, with a time-only SGLang prefix, HTML-escaped (copied from a
-web UI), with tqdm progress bars (``\\r``) mixed in, and with the server_args dump split over
-several lines (journald's LineMax, terminal wrapping). The dump is ``server_args=ServerArgs(...)``
-(the dataclass repr, 0.5.10 .. 0.5.17, sglang/srt/entrypoints/engine.py ``logger.info(f"{server_args=}")``)
-or ``server_args={...}`` (a dict, 0.5.20 ``server_args.resolved_dict()``, 0.5.23
+docker compose / container-name, torchrun (``[rank0]:``), per-GPU launcher (``[GPU 0]``, mpirun's
+``[1,0]<stdout>:``, srun's ``0: ``), Ray (``(pid=N)``) or Python-logging (``INFO:name:``,
+``asctime - name - LEVEL - ``, xinference's two formats) prefixes, a relaying tool's prefix on every line
+(traceback and dump lines too), with a time-only SGLang prefix, HTML-escaped or ``<br>``-separated (copied
+from a web UI), with shell prompts pasted between outputs, with tqdm progress bars (``\\r``) mixed in, and
+with the server_args dump split over several lines (journald's LineMax, terminal wrapping). The dump is
+``server_args=ServerArgs(...)`` (the dataclass repr, 0.5.10 .. 0.5.17, sglang/srt/entrypoints/engine.py
+``logger.info(f"{server_args=}")``) or ``server_args={...}`` (a dict, 0.5.20 ``server_args.resolved_dict()``, 0.5.23
 ``_server_args_for_logging``). Every fact is taken from what the server printed; a value that may
 have been cut off by a truncated log is not reported. The text is expected to hold one server start
 (e.g. one systemd invocation).
@@ -54,7 +56,8 @@ _OUTER_PREFIX_RE = re.compile(
     r"(?: - [\w.]+ - (?P<py_level2>" + _LEVELS + r") - | [\w.]+ +\d+ (?P<py_level3>" + _LEVELS + r")"
     # `%(levelname)-8s `: the level padded to 8 characters, then one space (a traceback's indent stays)
     r"(?:(?<=DEBUG) {4}|(?<=INFO) {5}|(?<=WARNING) {2}|(?<=WARN) {5}|(?<=ERROR) {4}|(?<=CRITICAL) ))"
-    r"|(?P<xinference_ts>" + _ISO_TS + r") (?P<py_level4>" + _LEVELS + r") [\w.]+ pid:\d+ role:\S* address:\S* node:\S* "
+    r"|(?P<xinference_ts>" + _ISO_TS + r") (?P<py_level4>" + _LEVELS + r") [\w.]+ "
+    r"pid:\d+ role:\S* address:\S* node:\S* "
     r")*"
 )
 _PY_LEVEL_GROUPS = ("py_level", "py_level2", "py_level3", "py_level4")
@@ -450,8 +453,8 @@ _ARCH_REQUIREMENT_RE = re.compile(
     r"(?:only supported on|requires an?|requires) (?:nvidia )?sm[_ ]?\d{2,3}|\bsm_?\d{2,3}[af]? is not supported")
 # SGLang's own words that a child process failed (0.5.23 entrypoints/engine.py lines 1978, 2003, 2032): the cause
 # is in the child's traceback above, if the log holds it.
-_CHILD_FAILED_MARKERS = ("Received sigquit from a child process", "Initialization failed. Please see the error messages",
-                         "scheduler died during initialization")
+_CHILD_FAILED_MARKERS = ("Received sigquit from a child process",
+                         "Initialization failed. Please see the error messages", "scheduler died during initialization")
 # Where ServerArgs validates the flags: sglang/srt/server_args.py (every release) and the hooks of
 # sglang/srt/arg_groups/ that 0.5.23's ServerArgs.__post_init__ calls; the exception types they raise on purpose.
 _CONFIG_RAISE_SITES = ("/sglang/srt/server_args.py", "/sglang/srt/arg_groups/")
@@ -518,7 +521,7 @@ def _cause_kind(text: str) -> str | None:
         return "config_error"
     exception = _EXCEPTION_LINE_RE.match(text.partition("\n")[0])
     if exception is not None and exception.group("type").rsplit(".", 1)[-1] in ("ValueError", "AssertionError") \
-            and "--" in text[exception.start("text") if exception.group("text") else len(text):]:
+            and "--" in text.partition(":")[2]:
         return "config_error"  # a check that names the flag to change
     return None
 
@@ -577,7 +580,8 @@ class _ErrorCandidate(NamedTuple):
     kind: str
     message: str
     lines: list[str]
-    rest: list[str] | None = None  # a traceback's lines from the cause on: SGLang's fix text can follow a later exception
+    # a traceback's lines from the cause on: SGLang's fix text may follow a later exception of the chain
+    rest: list[str] | None = None
 
 
 class _RaisedException(NamedTuple):
@@ -633,17 +637,22 @@ def _exception_kind(exception: _RaisedException) -> str | None:
     return None
 
 
+def _first_cause(exceptions: list[_RaisedException]) -> tuple[_RaisedException | None, str | None]:
+    """The first exception (in the order printed) that names a cause, and its kind."""
+    for exception in exceptions:
+        kind = _exception_kind(exception)
+        if kind is not None:
+            return exception, kind
+    return None, None
+
+
 def _block_candidate(block: list[str], position: int) -> _ErrorCandidate:
     """Classify a traceback block (header line plus the unprefixed lines after it) by its innermost cause: the first
     exception of the chain that names one. Without one, the block is a failure SGLang reports for a child
     (runtime_error), a failed warm-up (the header says so) or an unknown traceback."""
     exceptions = _block_exceptions(block)
-    kind = None
-    for exception in exceptions:
-        kind = _exception_kind(exception)
-        if kind is not None:
-            break
-    else:
+    exception, kind = _first_cause(exceptions)
+    if kind is None:
         exception = exceptions[-1] if exceptions else None
         if exception is not None and any(marker in exception.text for marker in _CHILD_FAILED_MARKERS):
             kind = "runtime_error"

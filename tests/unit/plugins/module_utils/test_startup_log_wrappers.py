@@ -39,8 +39,8 @@ FAILED = READY[:2] + [
     '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/managers/scheduler.py", line 6366, in '
     "run_scheduler_process",
     "    scheduler = Scheduler(server_args, port_args)",
-    '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/model_executor/pool_configurator.py", line 99, in '
-    "__post_init__",
+    '  File "/opt/sglang/venv/lib/python3.11/site-packages/sglang/srt/model_executor/pool_configurator.py", '
+    "line 99, in __post_init__",
     "    raise RuntimeError(msg)",
     # 0.5.23 sglang/srt/model_executor/pool_configurator.py lines 96-99
     "RuntimeError: Not enough memory. Please try to increase --mem-fraction-static. Current value: "
