@@ -509,7 +509,11 @@ def _cause_kind(text: str) -> str | None:
     for kind, markers in _CAUSE_MARKERS:
         if any(marker in lowered for marker in markers):
             return kind
-    if _ARCH_REQUIREMENT_RE.search(lowered):
+    # What an exception says, not a warning: SGLang warns "... is not supported ..." / "... requires SM100 ..." when it
+    # turns a feature off and starts anyway (0.5.23 arg_groups/model_hook.py line 1033 "Automatically turn off
+    # --chunked-prefill-size as it is not supported for {model_type}").
+    exception = _EXCEPTION_LINE_RE.match(text.partition("\n")[0])
+    if exception is not None and _ARCH_REQUIREMENT_RE.search(lowered):
         return "arch_unsupported"
     # a CUDA fault, or SGLang's CUDA-graph capture failing (cuda_graph_runner.py "Capture cuda graph failed",
     # 0.5.10/0.5.11 piecewise_cuda_graph_runner.py "Piecewise CUDA Graph is enabled by default as an experimental ...")
@@ -517,9 +521,8 @@ def _cause_kind(text: str) -> str | None:
         return "cuda_error"
     if "Initialization failed. warmup error" in text:
         return "warmup_failed"
-    if _ARGPARSE_ERROR_RE.match(text) or "is not supported" in text:
+    if _ARGPARSE_ERROR_RE.match(text) or exception is not None and "is not supported" in text:
         return "config_error"
-    exception = _EXCEPTION_LINE_RE.match(text.partition("\n")[0])
     if exception is not None and exception.group("type").rsplit(".", 1)[-1] in ("ValueError", "AssertionError") \
             and "--" in text.partition(":")[2]:
         return "config_error"  # a check that names the flag to change

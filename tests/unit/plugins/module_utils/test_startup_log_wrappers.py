@@ -221,3 +221,20 @@ def test_arch_unsupported_says_what_to_install():
     error = parse_startup_log(_scheduler_traceback(
         "RuntimeError: CUDA error: no kernel image is available for execution on the device"))["error"]
     assert error["kind"] == "arch_unsupported" and "architecture" in error["suggestion"]
+
+
+# 0.5.23 sglang/srt/arg_groups/model_hook.py line 1033: SGLang turns the feature off and starts anyway
+NOT_SUPPORTED_WARNING = ("[2026-11-30 10:00:01] Automatically turn off --chunked-prefill-size as it is not supported "
+                         "for qwen3_5_moe")
+
+
+def test_a_not_supported_warning_is_no_error():
+    facts = parse_startup_log("\n".join([NOT_SUPPORTED_WARNING, *READY]) + "\n")
+    assert facts["error"] is None and facts["ready"] is True
+
+
+def test_a_not_supported_warning_is_not_the_cause_of_a_traceback():
+    error = parse_startup_log(NOT_SUPPORTED_WARNING + "\n" + _scheduler_traceback(
+        f'  File "{SITE}sglang/srt/model_loader/loader.py", line 612, in load_weights',
+        "KeyError: 'model.layers.47.mlp.experts.w2_weight'"))["error"]
+    assert (error["kind"], error["message"]) == ("unknown_traceback", "KeyError: 'model.layers.47.mlp.experts.w2_weight'")
