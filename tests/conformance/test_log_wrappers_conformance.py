@@ -1,6 +1,7 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
-"""Logs passed through other tools (issue #38 item 9), written from the real release's own code.
+"""Logs passed through other tools (issue #38 item 9) and the error kinds of the release's raise sites (item 11),
+written from the real release's own code.
 
 The log is 0.5.23's (tests/conformance/release_checks.real_log: every line rendered from the wheel's log calls), with
 a failing tail built from the wheel too: the scheduler's ``Scheduler hit an exception: {traceback}`` log call, the
@@ -10,13 +11,14 @@ the facts and the error must be those of the unwrapped log.
 """
 from __future__ import annotations
 
+import ast
 import re
 
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from tests.conformance.conftest import extracted
-from tests.conformance.real_logs import template
+from tests.conformance.real_logs import _pieces, template
 from tests.conformance.release_checks import real_log
 from tests.log_wrappers import IN_PROCESS, WRAPPERS
 
@@ -86,3 +88,52 @@ def test_release_records_formatted_by_the_host_process(formatter):
     expected_error = parse_startup_log(failing)["error"]
     error = parse_startup_log(IN_PROCESS[formatter](failing.splitlines()))["error"]
     assert (error["kind"], error["message"]) == (expected_error["kind"], expected_error["message"])
+
+
+# --- error kinds from the release's raise sites (issue #38 item 11) ----------------------------------------------
+
+_CONFIG_FILES = ("sglang/srt/server_args.py", "sglang/srt/arg_groups")
+_SITE = "/opt/sglang/venv/lib/python3.11/site-packages/"
+_RAISED = ("ValueError", "RuntimeError", "NotImplementedError", "AssertionError")
+
+
+def _config_raise_sites(src) -> list[tuple[str, int, str, str]]:
+    """(file, line, type, message) of every `raise <Type>("...")` and `assert ..., "..."` of ServerArgs' checks."""
+    files = [src / _CONFIG_FILES[0], *sorted((src / _CONFIG_FILES[1]).rglob("*.py"))]
+    sites = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Raise) and isinstance(node.exc, ast.Call) and isinstance(node.exc.func, ast.Name) \
+                    and node.exc.func.id in _RAISED and node.exc.args:
+                kind, message_node = node.exc.func.id, node.exc.args[0]
+            elif isinstance(node, ast.Assert) and node.msg is not None:
+                kind, message_node = "AssertionError", node.msg
+            else:
+                continue
+            pieces = _pieces(message_node)
+            if pieces:
+                text = "".join(piece if isinstance(piece, str) else "{" + piece.expression + "}" for piece in pieces)
+                sites.append((str(path.relative_to(src)), node.lineno, kind, " ".join(text.split())))
+    return sites
+
+
+def test_every_flag_check_of_the_release_is_a_config_error():
+    """Each exception 0.5.23's ServerArgs checks raise (server_args.py and arg_groups/, hundreds of sites), printed
+    as the main process prints it, is config_error: whatever its type and words (a RuntimeError, "requires SM100",
+    "not supported"), the raise site says the flags are the cause. A port check's message is the port's."""
+    src = extracted(VERSION)
+    sites = _config_raise_sites(src)
+    assert len(sites) > 300
+    wrong = []
+    for path, line, kind, message in sites:
+        text = ("Traceback (most recent call last):\n"
+                f'  File "{_SITE}sglang/srt/server_args.py", line 402, in __post_init__\n'
+                "    run_post_init_hooks(self)\n"
+                f'  File "{_SITE}{path}", line {line}, in check\n'
+                "    raise ...\n"
+                f"{kind}: {message}\n")
+        error = parse_startup_log(text)["error"]
+        expected = "port_in_use" if "already in use" in message.lower() else "config_error"
+        if error["kind"] != expected:
+            wrong.append((path, line, error["kind"], message))
+    assert wrong == []

@@ -237,4 +237,5 @@ def test_a_not_supported_warning_is_not_the_cause_of_a_traceback():
     error = parse_startup_log(NOT_SUPPORTED_WARNING + "\n" + _scheduler_traceback(
         f'  File "{SITE}sglang/srt/model_loader/loader.py", line 612, in load_weights',
         "KeyError: 'model.layers.47.mlp.experts.w2_weight'"))["error"]
-    assert (error["kind"], error["message"]) == ("unknown_traceback", "KeyError: 'model.layers.47.mlp.experts.w2_weight'")
+    assert (error["kind"], error["message"]) == (
+        "unknown_traceback", "KeyError: 'model.layers.47.mlp.experts.w2_weight'")
