@@ -8,10 +8,13 @@ writes the same wrappers around a log built from the wheel's format strings.
 """
 from __future__ import annotations
 
+import re
 import textwrap
+from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils import startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
 from tests.log_wrappers import IN_PROCESS, WRAPPERS
 
@@ -239,3 +242,12 @@ def test_a_not_supported_warning_is_not_the_cause_of_a_traceback():
         "KeyError: 'model.layers.47.mlp.experts.w2_weight'"))["error"]
     assert (error["kind"], error["message"]) == (
         "unknown_traceback", "KeyError: 'model.layers.47.mlp.experts.w2_weight'")
+
+
+def test_the_documented_kinds_are_the_parsers():
+    """docs/support-matrix.md lists every kind, in rank order, each with a real line."""
+    text = (Path(__file__).resolve().parents[4] / "docs" / "support-matrix.md").read_text(encoding="utf-8")
+    section = text[text.index("### Failures: `error.kind`"):text.index("## Pinning and upgrading")]
+    rows = re.findall(r"^\| `(\w+)` \| [^|]+ \| (.+) \|$", section, re.MULTILINE)
+    assert [kind for kind, _ in rows] == list(startup_log._ERROR_KINDS)  # pylint: disable=protected-access
+    assert all("`" in example for _, example in rows)
