@@ -6,8 +6,8 @@ written from the real release's own code.
 The log is 0.5.23's (tests/conformance/release_checks.real_log: every line rendered from the wheel's log calls), with
 a failing tail built from the wheel too: the scheduler's ``Scheduler hit an exception: {traceback}`` log call, the
 raise site of the memory check (its message read from the wheel's source) and the parent's sigquit log call. Each
-wrapper of tests/log_wrappers.py is put around it, and each host-process formatter in place of SGLang's prefix;
-the facts and the error must be those of the unwrapped log.
+wrapper of tests/conformance/log_wrappers.py is put around it, and each host-process formatter in place of SGLang's
+prefix; the facts and the error must be those of the unwrapped log.
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import p
 from tests.conformance.conftest import extracted
 from tests.conformance.real_logs import _pieces, template
 from tests.conformance.release_checks import real_log
-from tests.log_wrappers import IN_PROCESS, WRAPPERS
+from tests.conformance.log_wrappers import IN_PROCESS, WRAPPERS
 
 VERSION = "0.5.23"
 # the dump's three forms: the dataclass repr (0.5.10), resolved_dict() (0.5.20), _server_args_for_logging() (0.5.23)

@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils import startup_log
 from ansible_collections.llmops.sglang.plugins.module_utils.startup_log import parse_startup_log
-from tests.log_wrappers import IN_PROCESS, WRAPPERS
+from tests.conformance.log_wrappers import IN_PROCESS, WRAPPERS
 
 MODEL = "/srv/models/Qwen3.5-122B-A10B"
 # 0.5.23 sglang/srt/entrypoints/engine.py line 311 `logger.info(f"server_args={_server_args_for_logging(server_args)}")`
