@@ -58,7 +58,7 @@ class LookupModule(LookupBase):
         except service_name.ServiceNameConflict as exc:
             raise AnsibleLookupError(str(exc)) from exc
         for old_name in resolved.old_names:
-            # A real deprecation (ansible-playbook, AWX and ansible-runner show it as one), like llmops_run_id's.
-            display.deprecated(service_name.deprecation(old_name), version=service_name.REMOVED_IN,
-                               collection_name="llmops.sglang")
+            # A real deprecation (ansible-playbook, AWX and ansible-runner show it as one), like llmops_run_id's; the
+            # version is service_name.REMOVED_IN, written out for ansible-test's check of deprecation calls.
+            display.deprecated(service_name.deprecation(old_name), version="3.0.0", collection_name="llmops.sglang")
         return [resolved.value]

@@ -12,6 +12,7 @@ from ansible.template import Templar
 
 from ansible_collections.llmops.sglang.plugins.lookup import service_name as lookup_plugin
 from ansible_collections.llmops.sglang.plugins.plugin_utils.service_name import (
+    REMOVED_IN,
     ServiceName,
     ServiceNameConflict,
     deprecation,
@@ -71,7 +72,7 @@ def lookup(variables: dict, *terms: str) -> list:
 def test_the_lookup_gives_the_old_names_service_with_a_deprecation_of_the_collection(deprecations):
     assert lookup({"sglang_server_name": "sglang-b", "inventory_hostname": "gpu1"}) == ["sglang-b"]
     assert deprecations == [(deprecation("sglang_server_name"),
-                             {"version": "3.0.0", "collection_name": "llmops.sglang"})]
+                             {"version": REMOVED_IN, "collection_name": "llmops.sglang"})]
 
 
 def test_the_lookup_warns_of_nothing_for_the_new_name_or_the_default(deprecations):
