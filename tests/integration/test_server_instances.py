@@ -93,9 +93,11 @@ def test_stop_then_remove_one_instance(fleet, runner, gpu1, instances):
 
 def test_an_instance_named_by_the_old_variable_against_the_inventorys_name_is_refused_before_any_change(fleet, runner,
                                                                                                       gpu1):
-    """sglang_server_name (deprecated) names another service than the inventory's sglang_service_name: the role
-    fails naming both before it changes anything, where it deployed a unit the stages' guard did not watch."""
-    result, _ = deploy(runner, BASELINE, sglang_server_name="sglang-old", sglang_server_port=30005)
+    """sglang_server_name (deprecated) names another service than sglang_service_name (as the example inventory sets
+    it): the role fails naming both before it changes anything, where it deployed a unit the stages' guard did not
+    watch."""
+    result, _ = deploy(runner, BASELINE, sglang_service_name="sglang", sglang_server_name="sglang-old",
+                       sglang_server_port=30005)
     assert result.status == "failed"
     assert [(f.task, "sglang_service_name ('sglang') and sglang_server_name ('sglang-old')" in f.message)
             for f in result.failures] == [("Resolve the service name", True)]
