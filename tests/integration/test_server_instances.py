@@ -91,8 +91,7 @@ def test_stop_then_remove_one_instance(fleet, runner, gpu1, instances):
     assert http_status(fleet, gpu1, 30002) == 200
 
 
-def test_an_instance_named_by_the_old_variable_against_the_inventorys_name_is_refused_before_any_change(fleet, runner,
-                                                                                                      gpu1):
+def test_two_names_of_different_services_are_refused_before_any_change(fleet, runner, gpu1):
     """sglang_server_name (deprecated) names another service than sglang_service_name (as the example inventory sets
     it): the role fails naming both before it changes anything, where it deployed a unit the stages' guard did not
     watch."""
