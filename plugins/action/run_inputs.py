@@ -11,7 +11,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.run_variables import
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import check_search
 
 OPTIONS = ("stages", "force", "bench", "compare", "sequential", "restart_check", "policy", "moe", "flag_sets",
-           "baseline_args", "environment", "skip_ineffective", "emulator_time_scale", "inventory_hosts")
+           "baseline_args", "environment", "skip_ineffective", "emulator_time_scale", "inventory_hosts",
+           "service_name")
 
 display = Display()
 
@@ -34,6 +35,7 @@ class ActionModule(ControllerAction):
             "skip_ineffective": {"type": "raw"},
             "emulator_time_scale": {"type": "raw"},
             "inventory_hosts": {"type": "list", "elements": "str"},
+            "service_name": {"type": "raw"},
             "search": {"type": "raw"},
             "search_selected": {"type": "raw", "default": False},
             "llmops_run_id": {"type": "str"},

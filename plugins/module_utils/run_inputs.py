@@ -23,7 +23,11 @@ import typing as t
 from ansible_collections.llmops.sglang.plugins.module_utils import restart_check as _restart_check
 from ansible_collections.llmops.sglang.plugins.module_utils import stages as _stages
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import Scales
-from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import environment_errors, server_arg_errors
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import (
+    environment_errors,
+    server_arg_errors,
+    service_name_error,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
     DESIGN_DEFAULTS,
     MAX_REPEATS_LIMIT,
@@ -441,12 +445,21 @@ def check_restart_check(checker: Checker, options: t.Any) -> None:
             checker.errors.append(f"{path}.repeats: must be at most {_restart_check.MAX_REPEATS}, got {repeats}")
 
 
+def check_service_name(checker: Checker, name: t.Any) -> None:
+    """The service every stage deploys, guards and restarts (lookup llmops.sglang.service_name): a bad name would
+    otherwise fail only at the deploy, or have the guard watch a unit that cannot exist."""
+    error = service_name_error("sglang_service_name", name)
+    if error:
+        checker.errors.append(error)
+
+
 def validate_run_inputs(inputs: dict) -> list[str]:
     """Every problem of the run's inputs, as messages naming the variable; empty when all can work.
 
     ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``sequential``, ``restart_check``,
     ``policy``, ``moe``, ``flag_sets``, ``baseline_args``, ``environment``, ``skip_ineffective``,
-    ``emulator_time_scale`` and ``inventory_hosts``; a key that is absent (or None for the optional ones) is not checked.
+    ``emulator_time_scale``, ``inventory_hosts`` and ``service_name``; a key that is absent (or None for the optional
+    ones) is not checked.
     """
     checker = Checker()
     if "stages" in inputs or "force" in inputs:
@@ -473,4 +486,6 @@ def validate_run_inputs(inputs: dict) -> list[str]:
         checker.check(as_bool, "tuning_run_skip_ineffective", inputs["skip_ineffective"])
     if inputs.get("emulator_time_scale") is not None:
         check_time_scale(checker, inputs["emulator_time_scale"])
+    if "service_name" in inputs:
+        check_service_name(checker, inputs["service_name"])
     return checker.errors

@@ -25,7 +25,7 @@ def good_inputs() -> dict:
         "flag_sets": DEMO["sglang_candidate_flag_sets"], "baseline_args": DEMO["sglang_baseline_args"],
         "skip_ineffective": DEFAULTS["tuning_run_skip_ineffective"],
         "emulator_time_scale": DEMO["tuning_run_emulator_time_scale"], "inventory_hosts": ["gpu1", "gpu2"],
-        "environment": DEMO["sglang_environment"],
+        "environment": DEMO["sglang_environment"], "service_name": DEMO["sglang_service_name"],
     })
 
 
@@ -127,6 +127,25 @@ def test_values_that_would_leave_their_unit_setting_are_refused_before_the_run(p
     """The run's inputs were checked for flag names only; a value with a line break reached the unit."""
     errors = errors_with(path, value)
     assert [error for error in errors if error.startswith(message)], errors
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("sglang/a", "'sglang/a' is not a service name"), ("", "'' is not a service name"),
+    (".", "'.' is not a service name"), ("..", "'..' is not a service name"),
+    ("../sglang", "'../sglang' is not a service name"), ("-sglang", "'-sglang' is not a service name"),
+    ("sglang b", "'sglang b' is not a service name"), (7, "7 is not a service name"),
+    ("sglang\nExecStartPre=+/bin/true", "contains a newline"), ("sglang\x7f", "contains the control character U+007F"),
+])
+def test_a_service_name_no_unit_can_have_is_refused_naming_the_variable(name, why) -> None:
+    """The name every stage deploys, guards and restarts (lookup llmops.sglang.service_name) was not checked: a bad one
+    failed at the deploy, after the run directory was made, or had the guard watch a unit that cannot exist."""
+    errors = errors_with(["service_name"], name)
+    assert len(errors) == 1 and errors[0].startswith(f"sglang_service_name: {why}"), errors
+
+
+@pytest.mark.parametrize("name", ["sglang", "sglang-a", "sglang_b.2", "llm:serve", "_sglang"])
+def test_service_names_a_unit_can_have_pass(name) -> None:
+    assert errors_with(["service_name"], name) == []
 
 
 def test_values_are_taken_like_module_arguments() -> None:
