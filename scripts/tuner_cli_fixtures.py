@@ -16,16 +16,19 @@ tag it runs ``git rev-parse <tag>^{commit}`` and ``git show <commit>:<path>`` an
 ``add_argument`` calls statically (``ast``; nothing of the tuner is imported or run: it needs torch, triton and
 ray). Each fixture records the commit, what every clone resolved the tag to, and per script its path, the last
 commit that changed it (readable upstream by path and commit) and its options, or ``null`` where the tag has no
-such script.
+such script. With ``--wheels DIR`` (``pip download --no-deps sglang==<release> -d DIR``) it also records how
+many of the release's wheel's Python files are identical to ``python/sglang/`` at the commit (``wheel_check``).
 """
 from __future__ import annotations
 
 import argparse
 import ast
+import hashlib
 import json
 import re
 import subprocess
 import sys
+import zipfile
 from collections import Counter
 from pathlib import Path
 
@@ -90,7 +93,21 @@ def release_tags(clones: dict[str, str]) -> list[str]:
                   key=lambda tag: [int(part) for part in re.findall(r"\d+", tag)])
 
 
-def from_clones(clones: dict[str, str], tag: str) -> dict:
+def wheel_check(clone: str, commit: str, wheel: Path) -> dict:
+    """How many of the PyPI wheel's ``sglang/**.py`` are byte-identical to ``python/sglang/`` at ``commit`` (git
+    blob ids): the wheel is built from the tag, so a commit that is the tag's matches all but generated files."""
+    listing = _git(clone, "ls-tree", "-r", commit, "python/sglang/").stdout.splitlines()
+    blobs = {line.split("\t", 1)[1][len("python/"):]: line.split()[2] for line in listing}
+    with zipfile.ZipFile(wheel) as archive:
+        sources = {name: archive.read(name) for name in archive.namelist()
+                   if name.startswith("sglang/") and name.endswith(".py")}
+    identical = [name for name, data in sources.items()
+                 if blobs.get(name) == hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()]
+    return {"wheel": wheel.name, "python_files": len(sources), "identical": len(identical),
+            "not_identical": sorted(set(sources) - set(identical))}
+
+
+def from_clones(clones: dict[str, str], tag: str, wheels: Path | None = None) -> dict:
     """The fixture of one tag: the commit most clones resolve it to (ties: the first clone's), read there."""
     witnesses = {}
     for name, clone in clones.items():
@@ -107,10 +124,14 @@ def from_clones(clones: dict[str, str], tag: str) -> dict:
         last_changed = _git(clone, "log", "-1", "--format=%H", commit, "--", path).stdout.strip()
         scripts[script] = ({"path": path, "last_changed_commit": last_changed,
                             "options": options_from_source(shown.stdout)} if shown.returncode == 0 else None)
-    return {"about": "argparse options of SGLang's MoE tuners at one release tag of sgl-project/sglang (Apache-2.0; "
-                     "options only, no code). Written by scripts/tuner_cli_fixtures.py; see README.md beside it.",
-            "repository": "sgl-project/sglang", "release": tag[1:], "tag": tag, "commit": commit,
-            "tag_resolved_by": witnesses, "scripts": scripts}
+    fixture = {"about": "argparse options of SGLang's MoE tuners at one release tag of sgl-project/sglang (Apache-2.0; "
+                        "options only, no code). Written by scripts/tuner_cli_fixtures.py; see README.md beside it.",
+               "repository": "sgl-project/sglang", "release": tag[1:], "tag": tag, "commit": commit,
+               "tag_resolved_by": witnesses, "scripts": scripts}
+    wheel = next(iter(sorted(wheels.glob(f"sglang-{tag[1:]}-*.whl"))), None) if wheels else None
+    if wheel:
+        fixture["wheel_check"] = wheel_check(clone, commit, wheel)
+    return fixture
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -118,10 +139,11 @@ def main(argv: list[str] | None = None) -> int:
     cli.add_argument("--repo", action="append", required=True, metavar="OWNER/NAME=PATH",
                      help="a clone carrying sgl-project/sglang's release tags, named after the repository it copies")
     cli.add_argument("--tag", action="append", help="tag(s) to (re)read; default every v0.5.10 .. v0.5.23 tag found")
+    cli.add_argument("--wheels", type=Path, help="a directory of sglang PyPI wheels to compare each tag's commit with")
     args = cli.parse_args(argv)
     clones = dict(spec.split("=", 1) for spec in args.repo)
     for tag in args.tag or release_tags(clones):
-        fixture = from_clones(clones, tag)
+        fixture = from_clones(clones, tag, args.wheels)
         (FIXTURES / f"{tag}.json").write_text(json.dumps(fixture, indent=2) + "\n", encoding="utf-8")
         print(f"{tag}: {fixture['commit']} (clones: {fixture['tag_resolved_by']})", file=sys.stderr)
     return 0

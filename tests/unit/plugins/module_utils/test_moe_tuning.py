@@ -108,6 +108,9 @@ def test_every_supported_release_has_its_tuner_options_read_at_its_tag_or_is_lis
     for release, fixture in TUNER_CLI.items():
         assert fixture["tag"] == f"v{release}" and len(fixture["commit"]) == 40
         assert fixture["commit"] in fixture["tag_resolved_by"].values()
+        # the commit read is the one the PyPI wheel was built from: all its sources but the generated version file
+        assert fixture["wheel_check"]["wheel"].startswith(f"sglang-{release}-")
+        assert fixture["wheel_check"]["not_identical"] == ["sglang/_version.py"]
 
 
 @pytest.mark.parametrize("release", sorted(OPTION_SETS))
