@@ -36,3 +36,18 @@ def test_a_run_refused_by_its_input_check_creates_nothing(tmp_path, monkeypatch,
     assert result.hosts["gpu1"].changed == 0
     assert sorted(path.name for path in runs.iterdir()) == ["earlier", "latest"]
     assert (runs / "latest").readlink().name == "earlier"
+
+
+def test_a_run_id_with_a_path_in_it_writes_nothing_outside_the_runs_root(tmp_path, monkeypatch):
+    """Issue 36 item 6: -e run_id=../../escaped wrote run.json and a latest link outside the runs root."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hosts.ini").write_text(INVENTORY)
+    runs = tmp_path / "a" / "b" / "runs"
+    runs.mkdir(parents=True)
+    result = api.run(REPO_ROOT / "playbooks" / "baseline.yml", tmp_path / "hosts.ini", None,
+                     run_id="../../escaped", runs_dir=runs)
+    assert result.status == "failed"
+    assert [f.task for f in result.failures] == ["Check the run's inputs before anything is deployed"]
+    assert "run_id (-e run_id, tuning_run_id): must be 1 to 128 letters" in result.failures[0].message
+    assert not (tmp_path / "a" / "escaped").exists() and not (tmp_path / "a" / "latest").exists()
+    assert list(runs.iterdir()) == []

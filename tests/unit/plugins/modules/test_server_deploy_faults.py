@@ -32,7 +32,7 @@ class StubModule:
         self.tmpdir = str(tmp_path / "module-tmp")
         os.makedirs(self.tmpdir, exist_ok=True)
         self.params = {"name": "sglang", "unit_dir": str(tmp_path / "units"), "env_dir": str(tmp_path / "env"),
-                       "host": "127.0.0.1", "port": 30001, "api_key": "new-key", "user": "root",
+                       "host": "127.0.0.1", "port": 30001, "api_key": "new-key-2f9a", "user": "root",
                        "launcher_path": str(tmp_path / "launcher.py"), "ready_timeout": 5, **params}
         self.warnings: list[str] = []
 
