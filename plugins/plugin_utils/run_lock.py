@@ -113,7 +113,7 @@ def _spawn_holder(path: Path, owner: dict) -> bool:
     """Start the holder (its own session: a Ctrl-C of the playbook's process group does not end it before the
     playbook); whether it got the lock."""
     # pylint: disable-next=ansible-bad-function
-    holder = subprocess.Popen(  # noqa: S603 - our own file, run by our own interpreter
+    holder = subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), str(path), json.dumps(owner)], stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd="/", start_new_session=True, close_fds=True)
     with holder.stdout:
