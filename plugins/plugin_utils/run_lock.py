@@ -68,7 +68,7 @@ def owner_alive(owner: dict) -> bool:
 def is_held(path: Path) -> bool:
     """Whether some process holds the flock of ``path`` now (probed without taking it for long)."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, os.O_RDWR)  # writable: NFS emulates flock with fcntl locks, exclusive ones need it
     except FileNotFoundError:
         return False
     try:
@@ -106,6 +106,8 @@ def lock_run(run_dir: str | os.PathLike, owner_pid: int, *, check_mode: bool = F
             return "free"
         if not held and _spawn_holder(path, me):
             return "acquired"
+        if time.monotonic() >= deadline:  # free, yet no holder of ours could take it (it could not start?)
+            raise RunLocked(f"run {Path(run_dir).name}: the lock {path} could not be taken within {STALE_WAIT_S:g} s")
         time.sleep(POLL_S)  # its holder is letting go, or another run took it just now: look again
 
 
