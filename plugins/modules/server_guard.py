@@ -132,6 +132,7 @@ restored:
   sample: {restored_at: 1764580000.0, service: sglang.service, action: restart, rc: 0, armed_by: 20261201T0900Z/flags}
 """
 
+import contextlib
 import inspect
 import os
 import shutil
@@ -221,7 +222,7 @@ class Guard:
 
     def arm(self, replace_snapshot: bool) -> dict:
         holder = self.holder()
-        with guard_lock(self.service, self.root):
+        with contextlib.nullcontext() if self.module.check_mode else guard_lock(self.service, self.root):
             return self._arm(replace_snapshot, holder)
 
     def _arm(self, replace_snapshot: bool, holder: str) -> dict:
