@@ -33,6 +33,17 @@ attributes:
     description: Nothing to diff.
     support: none
 options:
+  run_id:
+    description:
+      - The run id (C(-e run_id), C(tuning_run_id)), the run's directory under O(runs_root). 1 to 128 letters, digits,
+        C(.), C(_) or C(-), starting with a letter or digit; with O(runs_root), the directory it resolves to (links
+        followed) must be right under the resolved runs root.
+    type: raw
+    version_added: 2.1.0
+  runs_root:
+    description: Where runs live (C(tuning_run_root)); see O(run_id).
+    type: path
+    version_added: 2.1.0
   stages:
     description: Stages to run (C(tuning_run_stages), C(-e stages)), a list or a comma-separated string.
     type: raw

@@ -8,8 +8,8 @@ from tests.integration.sglang_server import BASELINE, deploy, host_state, http_s
 
 pytestmark = pytest.mark.sandbox
 INSTANCES = {
-    "sglang-a": {"sglang_service_name": "sglang-a", "sglang_server_port": 30001, "sglang_server_api_key": "key-a"},
-    "sglang-b": {"sglang_service_name": "sglang-b", "sglang_server_port": 30002, "sglang_server_api_key": "key-b"},
+    "sglang-a": {"sglang_service_name": "sglang-a", "sglang_server_port": 30001, "sglang_server_api_key": "key-a-51c7"},
+    "sglang-b": {"sglang_service_name": "sglang-b", "sglang_server_port": 30002, "sglang_server_api_key": "key-b-83e0"},
 }
 CHANGED = {**BASELINE, "cuda_graph_max_bs": 32}
 BACKUP_SUFFIX = ".llmops-backup"
