@@ -94,6 +94,8 @@ options:
     description:
       - API key of the server (SGLang's C(--api-key)); omitted = no authentication, and a key file left by an earlier
         deploy is removed (with its backup).
+      - At least 8 characters, without control characters and without whitespace at its start or end (the launcher
+        strips the line it reads); another key fails the task before anything changes.
       - Written to C(<env_dir>/<name>.env) (root, mode 0600) and passed by systemd as the C(sglang-api-key)
         credential (C(LoadCredential=)); the launcher (O(launcher_path)) gives it to SGLang inside the process and
         writes C(***) in its place in the server's output. It is never in the unit, the server's argv or environment,
@@ -314,6 +316,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils._server_facts import startup_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.action_request import read_request
 from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
+from ansible_collections.llmops.sglang.plugins.module_utils.secrets import api_key_problem
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     deprecated_alias_warnings, parse_help_flags, validate_server_args)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import preflight_errors, verify_unit
@@ -355,8 +358,9 @@ class ServerDeployment:
 
     def env_content(self) -> str | None:
         key = self.params["api_key"]
-        if key and any(c in key for c in "\r\n\0"):
-            self.fail("api_key: a key cannot hold a line break or NUL")
+        problem = api_key_problem(key) if key else None
+        if problem:
+            self.fail(f"api_key: {problem}; nothing was changed")
         return f"SGLANG_API_KEY={key}\n" if key else None
 
     def base_url(self) -> str:
