@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_manifest
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard_program import process_identity
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import SERVICE_NAME
 
@@ -133,6 +134,34 @@ def read_json(path: str) -> dict | None:
 
 def write_json(path: str, data: dict, mode: int = 0o600) -> None:
     write_atomically(path, (json.dumps(data, indent=2) + "\n").encode("utf-8"), mode)
+
+
+def backup_files(backup_dir: str) -> list[dict]:
+    """The guard's ``files`` entries that undo an install of MoE configs (moe_install.apply_changes): each file it
+    replaced from the backup's copy, each it created removed (source None)."""
+    entries = read_manifest(backup_dir)["entries"]
+    return [{"path": e["path"], "source": e["backup"] and os.path.join(backup_dir, e["backup"]), "mode": 0o644}
+            for e in entries]
+
+
+def with_backup(state: dict, backup_dir: str) -> dict:
+    """``state`` whose files are its snapshot (unit, environment file) and what the install behind ``backup_dir``
+    changed."""
+    return {**state, "files": state["files"][:2] + backup_files(backup_dir)}
+
+
+def register_backup(service: str, backup_dir: str, root: str | None = None) -> None:
+    """Have the armed guard of ``service`` also put back what an install is about to change (``backup_dir``, complete
+    before its first change): a controller lost right after the install then leaves no unadopted config served.
+    ValueError naming ``guard`` when no guard of the service is armed."""
+    root = root or GUARD_ROOT
+    state_path = os.path.join(guard_dir(service, root), STATE_FILE)
+    with guard_lock(service, root):
+        state = read_json(state_path)
+        if state is None:
+            raise ValueError(f"guard: no guard of {service}.service is armed on this host (arm it with "
+                             "llmops.sglang.server_guard first, or leave guard out); nothing was installed")
+        write_json(state_path, with_backup(state, backup_dir))
 
 
 def renew_leases(root: str = GUARD_ROOT, now: float | None = None, holder: str | None = None) -> list[str]:

@@ -143,10 +143,9 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils import server_guard_program
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_manifest
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import (
     GUARD_ROOT, HOLDER_ENV, RECORD_FILE, STATE_FILE, WORK_DIR, current_holder, guard_dir, guard_lock, guard_unit,
-    guard_unit_text, lock_path, read_json, remove_guard_dir, snapshot_files, write_json)
+    guard_unit_text, lock_path, read_json, remove_guard_dir, snapshot_files, with_backup, write_json)
 
 
 class Guard:
@@ -176,16 +175,6 @@ class Guard:
         os.makedirs(snapshot_dir, mode=0o700)
         return snapshot_files([(os.path.join(self.params["unit_dir"], f"{self.service}.service"), 0o644),
                                (os.path.join(self.params["env_dir"], f"{self.service}.env"), 0o600)], snapshot_dir)
-
-    def backup_files(self) -> list[dict]:
-        """What an install of MoE configs replaced (its backup's copy) or created (removed on restore)."""
-        backup_dir = self.params["restore_backup_dir"]
-        try:
-            entries = read_manifest(backup_dir)["entries"]
-        except ValueError as exc:
-            self.module.fail_json(msg=f"restore_backup_dir: {exc}")
-        return [{"path": e["path"], "source": e["backup"] and os.path.join(backup_dir, e["backup"]), "mode": 0o644}
-                for e in entries]
 
     def remove_old_snapshots(self, keep: list[dict]) -> None:
         kept = {os.path.dirname(f["source"]) for f in keep if f["source"]}
@@ -240,7 +229,10 @@ class Guard:
             state = {"service": f"{self.service}.service", "guard_unit": self.unit, "work_dir": WORK_DIR,
                      "record_path": self.record_path, "files": files, "service_existed": files[0]["source"] is not None}
         if backup:
-            state["files"] = state["files"][:2] + self.backup_files()
+            try:
+                state = with_backup(state, self.params["restore_backup_dir"])
+            except ValueError as exc:
+                self.module.fail_json(msg=f"restore_backup_dir: {exc}")
         # An arming by another stage takes the guard over (its snapshot, the last adopted configuration, is kept):
         # from now on only that stage's modules renew it.
         state.update(armed_by=holder, lock_path=lock_path(self.service, self.root),
