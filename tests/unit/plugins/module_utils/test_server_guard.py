@@ -334,27 +334,6 @@ def test_a_guard_records_its_holder_and_an_arming_by_another_stage_takes_it_over
         guard_module.Guard(StubGuardModule(tmp_path), str(root)).arm(replace_snapshot=True)
 
 
-@pytest.fixture
-def modes_seen(monkeypatch):
-    """The mode of every file as it was just before each chmod and each rename (what another user could open)."""
-    seen: list[tuple[str, int]] = []
-    chmod, replace = os.chmod, os.replace
-
-    def spy_chmod(path, mode, *args, **kwargs):
-        if isinstance(path, (str, os.PathLike)) and os.path.exists(path):
-            seen.append((os.fspath(path), os.stat(path).st_mode & 0o777))
-        return chmod(path, mode, *args, **kwargs)
-
-    def spy_replace(source, target, *args, **kwargs):
-        seen.append((os.fspath(target), os.stat(source).st_mode & 0o777))
-        return replace(source, target, *args, **kwargs)
-    monkeypatch.setattr(os, "chmod", spy_chmod)
-    monkeypatch.setattr(os, "replace", spy_replace)
-    old_umask = os.umask(0o022)  # a root shell's umask, as Ansible's modules inherit it
-    yield seen
-    os.umask(old_umask)
-
-
 def test_the_guard_puts_the_key_file_back_never_readable_by_others(tmp_path, systemctl_log, modes_seen):
     """Issue 36 item 10: the key file was copied (0644 under umask 022), then chmod 0600."""
     env = tmp_path / "sglang.env"

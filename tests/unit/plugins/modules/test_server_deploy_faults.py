@@ -234,29 +234,14 @@ def test_without_systemd_analyze_the_unit_is_installed_unverified_and_the_result
                                           "systemd-analyze is not installed on the host"]
 
 
-def test_the_api_key_files_backup_and_restore_are_never_readable_by_others(host, monkeypatch):
+def test_the_api_key_files_backup_and_restore_are_never_readable_by_others(host, monkeypatch, modes_seen):
     """Issue 36 item 10: the backup was a copy (0644 under umask 022) chmodded to 0600 afterwards; every file that
     holds the key is created with its final mode, through a backup, a failed deploy and its restore."""
-    (host / "env" / "sglang.env").chmod(0o600)
-    seen: list[tuple[str, int]] = []
-    chmod, replace = os.chmod, os.replace
-
-    def spy_chmod(path, mode, *args, **kwargs):
-        seen.append((os.fspath(path), os.stat(path).st_mode & 0o777))
-        return chmod(path, mode, *args, **kwargs)
-
-    def spy_replace(source, target, *args, **kwargs):
-        seen.append((os.fspath(target), os.stat(source).st_mode & 0o777))
-        return replace(source, target, *args, **kwargs)
-    monkeypatch.setattr(os, "chmod", spy_chmod)
-    monkeypatch.setattr(os, "replace", spy_replace)
-    old_umask = os.umask(0o022)
-    try:
-        with pytest.raises(Failed):
-            deploy(host, FakeSystemd(daemon_reload=1), monkeypatch)
-    finally:
-        os.umask(old_umask)
-    key_files = [(path, mode) for path, mode in seen if "sglang.env" in path]
+    os.chmod(host / "env" / "sglang.env", 0o600)
+    modes_seen.clear()
+    with pytest.raises(Failed):
+        deploy(host, FakeSystemd(daemon_reload=1), monkeypatch)
+    key_files = [(path, mode) for path, mode in modes_seen if "sglang.env" in path]
     assert any(path.endswith(unit_change.BACKUP_SUFFIX) for path, _mode in key_files), "the key was backed up"
     assert all(mode & 0o077 == 0 for _path, mode in key_files), key_files
     assert (host / "env" / "sglang.env").stat().st_mode & 0o777 == 0o600
