@@ -30,5 +30,7 @@ class ActionModule(ControllerAction):
             lock = lock_run(run_dir, os.getppid(), check_mode=self._task.check_mode)
         except RunLocked as exc:
             raise AnsibleActionFail(str(exc)) from exc
-        result.update(changed=lock == "acquired", lock=lock, run_dir=str(run_dir))
+        # A lock held for this playbook's lifetime changes nothing a rerun could find different: a rerun of a done
+        # run must still report changed=0.
+        result.update(changed=False, lock=lock, run_dir=str(run_dir))
         return result

@@ -19,7 +19,6 @@ a state older than an adoption.
 """
 from __future__ import annotations
 
-import fcntl
 import glob
 import json
 import os
@@ -34,7 +33,7 @@ from contextlib import contextmanager
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_manifest
-from ansible_collections.llmops.sglang.plugins.module_utils.server_guard_program import process_identity
+from ansible_collections.llmops.sglang.plugins.module_utils.server_guard_program import locked, process_identity
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import SERVICE_NAME
 
 GUARD_ROOT = "/var/lib/llmops-sglang/guard"
@@ -74,12 +73,8 @@ def guard_lock(service: str, root: str = GUARD_ROOT) -> Iterator[None]:
     """Exclusive flock on the service's lock file for one read-modify-write of its guard's state."""
     path = lock_path(service, root)
     os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
+    with locked(path):  # the guard program's own: both sides take the same flock the same way
         yield
-    finally:
-        os.close(fd)
 
 
 def current_holder() -> str:

@@ -27,6 +27,9 @@ attributes:
   check_mode:
     description: Fails as well when another run holds the directory; takes no lock.
     support: full
+  idempotent:
+    description: Never reports a change; RV(lock) says whether it took the lock.
+    support: full
   diff_mode:
     description: Nothing to diff.
     support: none
