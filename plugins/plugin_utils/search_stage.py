@@ -35,6 +35,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.search_space import 
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_strategy import (
     Budget,
     GoodputSearch,
+    objective,
     parse_budget,
 )
 
@@ -46,8 +47,11 @@ WORKLOAD_BENCH_KEYS = ("input_len", "output_len", "endpoint", "model", "requests
                        "request_timeout_s", "level_timeout_s", "max_failed_share", "seed", "lengths",
                        "shared_prefix", "multi_turn", "max_client_lag_ms")
 WORKLOAD_ARRIVAL_KEYS = ("process", "burstiness", "max_concurrency")
+# contender_runs: extra runs at the final bracket's ends of a candidate whose estimate is within
+# contender_within_pct of the best so far (the ranking between close candidates is decided by run noise).
 RATE_DEFAULTS = {"start_rps": 1.0, "min_rps": 0.01, "resolution": rate_search.DEFAULT_RESOLUTION,
-                 "repeats": rate_search.DEFAULT_REPEATS, "max_probes": rate_search.DEFAULT_MAX_PROBES}
+                 "repeats": rate_search.DEFAULT_REPEATS, "max_probes": rate_search.DEFAULT_MAX_PROBES,
+                 "contender_runs": 4, "contender_within_pct": 5.0}
 # requests_per_level: of each verification run (null: the workload's); longer runs than the probes' give steadier
 # goodput where the adopted configuration is overloaded and the candidate at its boundary.
 VERIFY_DEFAULTS = {"best": 1, "repeats": 5, "min_effect_pct": 2.0, "alpha": 0.05, "requests_per_level": None}
@@ -118,6 +122,10 @@ def check_search(search: t.Any) -> list[str]:
         for key in ("repeats", "max_probes"):
             if key in rate:
                 _number(f"{VAR}.rate.{key}", rate[key], errors, integer=True, low=1, inclusive_low=True)
+        if "contender_runs" in rate:
+            _number(f"{VAR}.rate.contender_runs", rate["contender_runs"], errors, integer=True, inclusive_low=True)
+        if "contender_within_pct" in rate:
+            _number(f"{VAR}.rate.contender_within_pct", rate["contender_within_pct"], errors, inclusive_low=True)
         merged = {**RATE_DEFAULTS, **rate}
         if not errors and merged["min_rps"] > merged["start_rps"]:
             errors.append(f"{VAR}.rate.min_rps: must not exceed start_rps ({merged['start_rps']:g}), "
@@ -266,7 +274,9 @@ class Stage:
     def plan(self) -> dict:
         """What the playbook's loops need before the first step, and where an earlier attempt left the search."""
         search = self.search()
-        return {"max_candidates": self.inputs.max_candidates(), "max_probes": int(self.inputs.rate["max_probes"]),
+        # the playbook's probe loop: the rate search's probes and each contender run in a probe of its own at most
+        max_probes = int(self.inputs.rate["max_probes"]) + int(self.inputs.rate["contender_runs"])
+        return {"max_candidates": self.inputs.max_candidates(), "max_probes": max_probes,
                 "trials": len(search.trials), "spent": search.spent(), "stop_reason": search.stop_reason(),
                 "interrupted": (self.state.get("current") or {}).get("name")}
 
@@ -332,6 +342,9 @@ class Stage:
             self._write(self.trial_dir(current["number"]) / "probes",
                         {f"{len(current['probes']):02d}.json": sweep})
         step = rate_search.next_probe(current["probes"], max_probes=int(self.inputs.rate["max_probes"]), **options)
+        if step is None and self._contender(search, current["probes"], options):
+            step = rate_search.contender_probe(current["probes"], int(self.inputs.rate["contender_runs"]),
+                                               repeats=options["repeats"], resolution=options["resolution"])
         if step is not None:
             current["planned"] = step
             self.save()
@@ -339,12 +352,22 @@ class Stage:
                     "number": len(current["probes"]) + 1}
         result = rate_search.rate_result(current["probes"], **options)
         trial = search.record_result(current["params"], result["rate_rps"],
-                                     self._gpu_minutes(current, facts, environment, scales), result["estimate_rps"])
+                                     self._gpu_minutes(current, facts, environment, scales), result["estimate_rps"],
+                                     result["estimate_runs"])
         trial["goodput_rps"] = result["goodput_rps"]
         self._write(self.trial_dir(current["number"]), {"rate_search.json": result, "trial.json": trial})
         self.state["current"] = None
         self.save(search)
         return {"done": True, "result": result, "trial": trial, "spent": search.spent()}
+
+    def _contender(self, search: GoodputSearch, probes: list[dict], options: dict) -> bool:
+        """Whether the candidate's estimate is within ``contender_within_pct`` of the best measured so far (or
+        above it): the close race where more runs decide the ranking. The first candidate races nobody."""
+        best = max((objective(trial) for trial in search.trials if trial["state"] == "complete"), default=None)
+        estimate = rate_search.rate_result(probes, **options)["estimate_rps"]
+        if best is None or estimate is None:
+            return False
+        return estimate >= best * (1.0 - float(self.inputs.rate["contender_within_pct"]) / 100.0)
 
     def failed_start(self, failure: dict, environment: dict | None, scales: Scales = Scales()) -> dict:
         """The candidate did not start (the server module rolled it back): an infeasible point of the space."""

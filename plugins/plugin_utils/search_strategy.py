@@ -143,11 +143,14 @@ class GoodputSearch:
 
     # -- outcomes -----------------------------------------------------------------------------------------------
     def record_result(self, params: t.Mapping, rate_rps: float | None, gpu_minutes: float,
-                      estimate_rps: float | None = None) -> dict:
+                      estimate_rps: float | None = None, estimate_runs: int | None = None) -> dict:
         """The candidate started and was measured: ``rate_rps`` is its highest rate meeting the SLO (None: none),
-        ``estimate_rps`` its capacity as the rate search estimates it (ranks the candidates; default the rate)."""
+        ``estimate_rps`` its capacity as the rate search estimates it (ranks the candidates; default the rate),
+        ``estimate_runs`` the runs that estimate rests on (its weight in the surrogate; default 1)."""
         trial = self._record(params, "complete", value=float(rate_rps or 0.0), gpu_minutes=gpu_minutes)
         trial["estimate_rps"] = float(estimate_rps) if estimate_rps is not None else trial["value"]
+        if estimate_runs:
+            trial["estimate_runs"] = int(estimate_runs)
         return trial
 
     def record_failed_start(self, params: t.Mapping, reason: str, gpu_minutes: float) -> dict:
@@ -273,13 +276,31 @@ class GoodputSearch:
     def _completed(self) -> list[dict]:
         return [trial for trial in self.trials if trial["state"] == "complete"]
 
+    @staticmethod
+    def _noise(completed: list[dict]) -> list[float]:
+        """Each estimate's relative noise variance: 1 / the runs it rests on (a contender's extra runs weigh)."""
+        return [1.0 / trial.get("estimate_runs", 1) for trial in completed]
+
     def smoothed(self) -> dict[int, float]:
         """Each completed trial's number -> the surrogate's posterior mean of its objective (what ``best`` ranks by;
         with fewer than 3 completed trials, their objectives)."""
         completed = self._completed()
         points = [self._coordinates(trial["params"]) for trial in completed]
-        means, _spreads = surrogate.posterior(points, [objective(trial) for trial in completed], points)
+        means, _spreads = surrogate.posterior(points, [objective(trial) for trial in completed], points,
+                                              self._noise(completed))
         return {trial["number"]: mean for trial, mean in zip(completed, means)}
+
+    def confidence(self, number: int | None = None) -> float | None:
+        """The surrogate's posterior probability that trial ``number`` (default: ``best(1)``'s) is truly the best of
+        the measured candidates (None before any was measured): the recommendation's confidence."""
+        completed = self._completed()
+        if not completed:
+            return None
+        points = [self._coordinates(trial["params"]) for trial in completed]
+        chances = surrogate.best_probabilities(points, [objective(trial) for trial in completed],
+                                               self._noise(completed), seed=self.seed)
+        number = self.best(1)[0]["number"] if number is None else number
+        return next(chance for trial, chance in zip(completed, chances) if trial["number"] == number)
 
     def _most_promising(self, candidates: list[dict]) -> dict:
         """The candidate of the highest expected improvement over the best posterior mean, times its probability
@@ -287,7 +308,8 @@ class GoodputSearch:
         completed = self._completed()
         points = [self._coordinates(trial["params"]) for trial in completed]
         queries = [self._coordinates(candidate) for candidate in candidates]
-        means, spreads = surrogate.posterior(points, [objective(trial) for trial in completed], queries + points)
+        means, spreads = surrogate.posterior(points, [objective(trial) for trial in completed], queries + points,
+                                             self._noise(completed))
         incumbent = max(means[len(queries):], default=0.0)
         started = [trial for trial in self.trials if trial["state"] != "invalid"]
         odds, _spreads = surrogate.posterior([self._coordinates(trial["params"]) for trial in started],
@@ -353,13 +375,20 @@ class GoodputSearch:
 
     def to_json(self) -> dict:
         smoothed = self.smoothed()
+        ranking = sorted(self._completed(), key=lambda trial: (-smoothed[trial["number"]], trial["number"]))
         return {"schema_version": SCHEMA_VERSION, "seed": self.seed, "startup_trials": self.startup_trials,
                 "surrogate_starts": self.surrogate_starts,
                 "space": self.space.as_dict(), "budget": self.budget.as_dict(), "spent": self.spent(),
                 "stop_reason": self.stop_reason(), "trials": self.trials,
                 # the ranking best() makes, highest first: number and posterior mean (run_report's best candidate)
                 "ranking": [{"number": trial["number"], "smoothed_rps": round(smoothed[trial["number"]], 6)}
-                            for trial in self.best(len(self.trials))]}
+                            for trial in ranking],
+                # how likely the first of the ranking is the best measured (the surrogate's posterior)
+                "confidence": self._rounded(self.confidence(ranking[0]["number"]) if ranking else None)}
+
+    @staticmethod
+    def _rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
 
     @classmethod
     def from_json(cls, state: dict, space: SearchSpace, budget: Budget,
