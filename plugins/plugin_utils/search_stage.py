@@ -342,7 +342,8 @@ class Stage:
             self._write(self.trial_dir(current["number"]) / "probes",
                         {f"{len(current['probes']):02d}.json": sweep})
         step = rate_search.next_probe(current["probes"], max_probes=int(self.inputs.rate["max_probes"]), **options)
-        if step is None and self._contender(search, current["probes"], options):
+        if step is None and self._contender(search, current["probes"], options) and \
+                self._affords_contender_runs(search, current, self._gpu_minutes(current, facts, environment, scales)):
             step = rate_search.contender_probe(current["probes"], int(self.inputs.rate["contender_runs"]),
                                                repeats=options["repeats"], resolution=options["resolution"])
         if step is not None:
@@ -368,6 +369,16 @@ class Stage:
         if best is None or estimate is None:
             return False
         return estimate >= best * (1.0 - float(self.inputs.rate["contender_within_pct"]) / 100.0)
+
+    def _affords_contender_runs(self, search: GoodputSearch, current: dict, gpu_minutes: float) -> bool:
+        """Whether the GPU-minute budget still holds the candidate with its contender runs, each costing as much as
+        its runs so far did on average (start included: an overestimate, so the budget stays a limit)."""
+        limit = search.budget.max_gpu_minutes
+        if limit is None:
+            return True
+        runs = sum(entry["repeats"] for entry in current["probes"] if entry["phase"] != "contender")
+        extra = gpu_minutes * int(self.inputs.rate["contender_runs"]) / max(runs, 1)
+        return search.spent()["gpu_minutes"] + gpu_minutes + extra <= limit
 
     def failed_start(self, failure: dict, environment: dict | None, scales: Scales = Scales()) -> dict:
         """The candidate did not start (the server module rolled it back): an infeasible point of the space."""

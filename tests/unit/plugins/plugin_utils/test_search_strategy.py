@@ -272,3 +272,28 @@ def test_a_wrong_budget_fails_naming_the_field(budget, message):
 
 def test_a_budget_of_both_kinds_parses():
     assert parse_budget({"max_restarts": 12, "max_gpu_minutes": 600}) == Budget(12, 600.0)
+
+
+def test_the_pick_is_reported_with_its_confidence_and_estimates_of_more_runs_weigh_more():
+    space = parse_space({"max_running_requests": {"values": [8, 16, 24, 32, 40, 48, 56]}})
+    hill = {8: 6.0, 16: 8.0, 24: 9.4, 32: 10.0, 40: 9.4, 48: 8.0, 56: 6.0}
+
+    def measured(lucky_runs: int, lucky: float) -> GoodputSearch:
+        """Every value measured exactly from 4 runs, except 40: ``lucky`` req/s from ``lucky_runs``."""
+        search = GoodputSearch(space, Budget(max_restarts=10))
+        for value, rate in hill.items():
+            if value == 40:
+                search.record_result({"max_running_requests": 40}, lucky, 5.0, lucky, lucky_runs)
+            else:
+                search.record_result({"max_running_requests": value}, rate, 5.0, rate, 4)
+        return search
+
+    # one lucky run at 40 is outweighed by its neighbours; the same value from many runs is believed
+    one, many = measured(1, 10.6), measured(40, 10.6)
+    assert one.trials[4]["estimate_runs"] == 1
+    assert one.smoothed()[4] < many.smoothed()[4]
+    assert many.best(1)[0]["params"] == {"max_running_requests": 40}
+    state = many.to_json()
+    assert state["confidence"] == pytest.approx(many.confidence(), abs=1e-3) and 0.5 < state["confidence"] <= 1.0
+    assert state["ranking"][0]["number"] == many.best(1)[0]["number"]
+    assert GoodputSearch(space, Budget(max_restarts=1)).confidence() is None
