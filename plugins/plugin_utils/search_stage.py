@@ -34,6 +34,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import seria
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_space import SearchSpace, parse_space
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_strategy import (
     Budget,
+    START_DESIGN_KINDS,
     GoodputSearch,
     objective,
     parse_budget,
@@ -55,7 +56,7 @@ RATE_DEFAULTS = {"start_rps": 1.0, "min_rps": 0.01, "resolution": rate_search.DE
 # requests_per_level: of each verification run (null: the workload's); longer runs than the probes' give steadier
 # goodput where the adopted configuration is overloaded and the candidate at its boundary.
 VERIFY_DEFAULTS = {"best": 1, "repeats": 5, "min_effect_pct": 2.0, "alpha": 0.05, "requests_per_level": None}
-TOP_KEYS = ("knobs", "budget", "slo", "workload", "rate", "verify", "surrogate_starts", "seed")
+TOP_KEYS = ("knobs", "budget", "slo", "workload", "rate", "verify", "surrogate_starts", "start_design", "seed")
 # Without a restart budget the loop of the playbook still needs a length: at most this many candidates.
 MAX_CANDIDATES = 100
 
@@ -147,6 +148,9 @@ def check_search(search: t.Any) -> list[str]:
             _number(f"{VAR}.verify.min_effect_pct", verify["min_effect_pct"], errors, inclusive_low=True)
         if "alpha" in verify:
             _number(f"{VAR}.verify.alpha", verify["alpha"], errors, high=0.5)
+    if search.get("start_design", "random") not in START_DESIGN_KINDS:
+        errors.append(f"{VAR}.start_design: must be one of {', '.join(START_DESIGN_KINDS)}, "
+                      f"got {search['start_design']!r}")
     for key in ("surrogate_starts", "seed"):
         if key in search:
             _number(f"{VAR}.{key}", search[key], errors, integer=True, inclusive_low=True)
@@ -188,6 +192,7 @@ class Inputs:
         self.verify = {**VERIFY_DEFAULTS, **(search.get("verify") or {})}
         self.seed = int(search.get("seed", 0))
         self.surrogate_starts = int(search.get("surrogate_starts", 0))
+        self.start_design = search.get("start_design", "random")
 
     def max_candidates(self) -> int:
         """How many candidates the stage may start: the restart budget, else the grid (capped)."""
@@ -251,11 +256,12 @@ class Stage:
 
     def search(self) -> GoodputSearch:
         strategy = self.state.get("strategy")
+        options = {"surrogate_starts": self.inputs.surrogate_starts, "start_design": self.inputs.start_design}
         if strategy is None:
             return GoodputSearch(self.inputs.space, self.inputs.budget, seed=self.inputs.seed, rejects=self.rejects,
-                                 surrogate_starts=self.inputs.surrogate_starts)
+                                 **options)
         return GoodputSearch.from_json(strategy, self.inputs.space, self.inputs.budget, rejects=self.rejects,
-                                       surrogate_starts=self.inputs.surrogate_starts)
+                                       **options)
 
     def _write(self, directory: Path, files: dict[str, t.Any]) -> None:
         texts = {name: serialize(content) for name, content in files.items()}

@@ -225,9 +225,11 @@ def test_the_verdict_adopts_only_a_significant_goodput_gain(tmp_path):
     ({"verify": {"repeats": 2}}, "tuning_run_search.verify.repeats: must be an integer >= 3, got 2"),
     ({"workload": {"arrival": {}}}, "tuning_run_search.workload.arrival: unknown key"),
     ({"surrogate_starts": -1}, "tuning_run_search.surrogate_starts: must be an integer >= 0, got -1"),
+    ({"start_design": "grid"}, "tuning_run_search.start_design: must be one of random, latin_hypercube, got 'grid'"),
     ({"knobs": {"max-running-requests": {"values": [1, 2]}}}, "tuning_run_search.knobs: 'max-running-requests' is "
                                                                "not a server arg name"),
-], ids=["budget", "slo", "rate", "contender_runs", "verify", "workload", "surrogate_starts", "knobs"])
+], ids=["budget", "slo", "rate", "contender_runs", "verify", "workload", "surrogate_starts", "start_design",
+                                 "knobs"])
 def test_input_errors_name_the_field(change, message):
     errors = check_search({**SEARCH, **change})
     assert any(error.startswith(message) for error in errors), errors

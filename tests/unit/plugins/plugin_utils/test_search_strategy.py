@@ -297,3 +297,28 @@ def test_the_pick_is_reported_with_its_confidence_and_estimates_of_more_runs_wei
     assert state["confidence"] == pytest.approx(many.confidence(), abs=1e-3) and 0.5 < state["confidence"] <= 1.0
     assert state["ranking"][0]["number"] == many.best(1)[0]["number"]
     assert GoodputSearch(space, Budget(max_restarts=1)).confidence() is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_latin_hypercube_start_measures_every_stratum_of_every_knob_before_tpe(seed):
+    space = parse_space({"max_running_requests": {"values": [8, 16, 24, 32, 48]},
+                         "cuda_graph_max_bs": {"values": [8, 16, 32, 48]}, "speculative_num_steps": {"values": [1, 2, 3]},
+                         "mem_fraction_static": {"low": 0.80, "high": 0.90}})
+    search = GoodputSearch(space, Budget(max_restarts=8), seed=seed, start_design="latin_hypercube")
+    first = []
+    for _start in range(5):
+        params = search.next_candidate()
+        first.append(params)
+        search.record_result(params, 1.0, 1.0)
+    # 5 starts, 5 strata per knob: every value of the 5-value knob once, the low and high end of every other
+    assert sorted(point["max_running_requests"] for point in first) == [8, 16, 24, 32, 48]
+    for name in ("cuda_graph_max_bs", "speculative_num_steps"):
+        values = space.knobs[space.names.index(name)].values
+        assert {values[0], values[-1]} <= {point[name] for point in first}
+    fractions = sorted(point["mem_fraction_static"] for point in first)
+    assert [int((value - 0.80) / 0.02) for value in fractions] == [0, 1, 2, 3, 4]
+    again = GoodputSearch(space, Budget(max_restarts=8), seed=seed, start_design="latin_hypercube")
+    assert again.next_candidate() == first[0]  # seeded
+    assert search.to_json()["start_design"] == "latin_hypercube"
+    with pytest.raises(ValueError, match="start_design: one of random, latin_hypercube"):
+        GoodputSearch(space, Budget(max_restarts=8), start_design="sobol")
