@@ -145,7 +145,7 @@ max_probes:
   returned: with step plan
   type: int
 probe:
-  description: The next probe, C(rate_rps), C(repeats), C(phase) (bracket, bisect, confirm, or contender: runs at the
+  description: The next probe, C(rate_rps), C(repeats), C(phase) (bracket, bisect, confirm, or contender - runs at the
     bracket's ends of a candidate close to the best so far).
   returned: with step probe when not done
   type: dict

@@ -34,7 +34,9 @@ of 480 / 120 requests on the benchmark's grid), as much as the gap between the b
 space, so the highest estimate is often a neighbour of the optimum that was measured lucky. ``best`` therefore
 ranks the measured candidates by the posterior mean of a Gaussian-process surrogate of their estimates over the
 knobs (plugin_utils/surrogate.py: a candidate's own measurement weighed against what its neighbours imply, the
-weights from the measurements' own spread), not by the raw estimate; TPE still learns from the raw estimates.
+weights from the measurements' own spread and each estimate's runs: ``estimate_runs``, more for a contender of
+the search stage), not by the raw estimate; TPE still learns from the raw estimates. ``confidence`` is the
+posterior probability that the first of that ranking is the best measured candidate, reported in the state.
 
 The last ``surrogate_starts`` starts of the budget go to the untried candidate with the highest expected
 improvement under that surrogate (over the measured candidates' best posterior mean), times the surrogate's

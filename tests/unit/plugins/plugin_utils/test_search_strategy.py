@@ -302,7 +302,8 @@ def test_the_pick_is_reported_with_its_confidence_and_estimates_of_more_runs_wei
 @pytest.mark.parametrize("seed", range(5))
 def test_a_latin_hypercube_start_measures_every_stratum_of_every_knob_before_tpe(seed):
     space = parse_space({"max_running_requests": {"values": [8, 16, 24, 32, 48]},
-                         "cuda_graph_max_bs": {"values": [8, 16, 32, 48]}, "speculative_num_steps": {"values": [1, 2, 3]},
+                         "cuda_graph_max_bs": {"values": [8, 16, 32, 48]},
+                         "speculative_num_steps": {"values": [1, 2, 3]},
                          "mem_fraction_static": {"low": 0.80, "high": 0.90}})
     search = GoodputSearch(space, Budget(max_restarts=8), seed=seed, start_design="latin_hypercube")
     first = []
