@@ -49,10 +49,12 @@ WORKLOAD_BENCH_KEYS = ("input_len", "output_len", "endpoint", "model", "requests
                        "shared_prefix", "multi_turn", "max_client_lag_ms")
 WORKLOAD_ARRIVAL_KEYS = ("process", "burstiness", "max_concurrency")
 # contender_runs: extra runs at the final bracket's ends of a candidate whose estimate is within
-# contender_within_pct of the best so far (the ranking between close candidates is decided by run noise).
+# contender_within_pct of the best so far (the ranking between close candidates is decided by run noise). Off by
+# default: on the goodput benchmark they cost about one start of exploration in 12 and gained less in ranking
+# (benchmarks/README.md, "Selection and exploration").
 RATE_DEFAULTS = {"start_rps": 1.0, "min_rps": 0.01, "resolution": rate_search.DEFAULT_RESOLUTION,
                  "repeats": rate_search.DEFAULT_REPEATS, "max_probes": rate_search.DEFAULT_MAX_PROBES,
-                 "contender_runs": 4, "contender_within_pct": 5.0}
+                 "contender_runs": 0, "contender_within_pct": 5.0}
 # requests_per_level: of each verification run (null: the workload's); longer runs than the probes' give steadier
 # goodput where the adopted configuration is overloaded and the candidate at its boundary.
 VERIFY_DEFAULTS = {"best": 1, "repeats": 5, "min_effect_pct": 2.0, "alpha": 0.05, "requests_per_level": None}
