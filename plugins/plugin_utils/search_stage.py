@@ -350,7 +350,8 @@ class Stage:
             self._write(self.trial_dir(current["number"]) / "probes",
                         {f"{len(current['probes']):02d}.json": sweep})
         step = rate_search.next_probe(current["probes"], max_probes=int(self.inputs.rate["max_probes"]), **options)
-        if step is None and self._contender(search, current["probes"], options) and \
+        contending = step is None and int(self.inputs.rate["contender_runs"]) > 0
+        if contending and self._contender(search, current["probes"], options) and \
                 self._affords_contender_runs(search, current, self._gpu_minutes(current, facts, environment, scales)):
             step = rate_search.contender_probe(current["probes"], int(self.inputs.rate["contender_runs"]),
                                                repeats=options["repeats"], resolution=options["resolution"])

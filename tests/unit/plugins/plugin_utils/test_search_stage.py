@@ -105,6 +105,7 @@ def close_capacity(params: dict) -> float:
 
 @pytest.mark.parametrize("budget", [{"max_restarts": 4}, {"max_gpu_minutes": 1e6}])
 def test_a_candidate_close_to_the_best_gets_contender_runs_at_its_bracket_while_its_server_is_up(tmp_path, budget):
+    assert Stage(tmp_path / "off", Inputs(SEARCH)).plan()["max_probes"] == 12  # off by default
     stage = Stage(tmp_path, Inputs({**SEARCH, "budget": budget, "rate": {**SEARCH["rate"], "contender_runs": 4}}))
     assert stage.plan()["max_probes"] == 12 + 4  # the playbook's probe loop has room for them
     best, closes = None, []
@@ -129,7 +130,8 @@ def test_a_candidate_close_to_the_best_gets_contender_runs_at_its_bracket_while_
 
 
 def test_contender_runs_that_would_overrun_the_gpu_minute_budget_are_not_taken(tmp_path):
-    stage = Stage(tmp_path, Inputs({**SEARCH, "budget": {"max_gpu_minutes": 130.0}}))
+    stage = Stage(tmp_path, Inputs({**SEARCH, "budget": {"max_gpu_minutes": 130.0},
+                                    "rate": {**SEARCH["rate"], "contender_runs": 4}}))
     search = stage.search()
     search.record_result({"max_running_requests": 32, "mem_fraction_static": 0.81}, 10.0, 60.0)
     stage.save(search)
