@@ -53,7 +53,8 @@ options:
       - The search inputs (C(tuning_run_search)) - C(knobs) (server args with C({values}) or C({low, high, step, log})),
         C(budget) (C(max_restarts) and/or C(max_gpu_minutes)), C(slo) (as M(llmops.sglang.bench)'s O(llmops.sglang.bench#module:slo)),
         C(workload) (bench options of the open-loop runs), C(rate) (C(start_rps), C(min_rps), C(resolution),
-        C(repeats), C(max_probes), C(contender_runs), C(contender_within_pct)), C(verify) (C(best), C(repeats), C(min_effect_pct), C(alpha), C(requests_per_level)),
+        C(repeats), C(max_probes), C(contender_runs), C(contender_within_pct)), C(verify) (C(best), C(repeats),
+        C(min_effect_pct), C(alpha), C(requests_per_level)),
         C(surrogate_starts), C(start_design) and C(seed).
         Errors name the field.
     type: raw

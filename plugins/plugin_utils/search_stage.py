@@ -33,8 +33,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils import rate_search
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import serialize, write_files
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_space import SearchSpace, parse_space
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_strategy import (
-    Budget,
     START_DESIGN_KINDS,
+    Budget,
     GoodputSearch,
     objective,
     parse_budget,
