@@ -5,7 +5,7 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test lint unit unit-py313 integration demo demo-slo sandbox-up sandbox-down bench-client bench-tuning-scale \
+.PHONY: setup test ee lint unit unit-py313 integration demo demo-slo sandbox-up sandbox-down bench-client bench-tuning-scale \
         bench-goodput-search
 
 setup:
@@ -22,6 +22,9 @@ unit-py313:  ## the unit tests and ansible-test sanity on Python 3.13 with ansib
 
 integration: setup  ## fails where sandbox hosts cannot run (root, namespaces) unless LLMOPS_SKIP_INTEGRATION=1
 	@bash scripts/integration.sh
+
+ee: setup  ## the execution environment's build context in ./context, with the collection's tarball (scripts/ee.sh)
+	@bash scripts/ee.sh
 
 lint: setup
 	@bash scripts/lint.sh

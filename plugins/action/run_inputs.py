@@ -7,11 +7,13 @@ from ansible.errors import AnsibleActionFail
 from ansible.utils.display import Display
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import InputError, as_bool, validate_run_inputs
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import run_directory
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_variables import unknown_variables
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import check_search
 
-OPTIONS = ("stages", "force", "bench", "compare", "sequential", "restart_check", "policy", "moe", "flag_sets",
-           "baseline_args", "environment", "skip_ineffective", "emulator_time_scale", "inventory_hosts")
+OPTIONS = ("run_id", "stages", "force", "bench", "compare", "sequential", "restart_check", "policy", "moe", "flag_sets",
+           "baseline_args", "environment", "skip_ineffective", "emulator_time_scale", "inventory_hosts",
+           "service_name")
 
 display = Display()
 
@@ -20,6 +22,8 @@ class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
         args = self.arguments({
+            "run_id": {"type": "raw"},
+            "runs_root": {"type": "path"},
             "stages": {"type": "raw"},
             "force": {"type": "raw"},
             "bench": {"type": "raw"},
@@ -34,6 +38,7 @@ class ActionModule(ControllerAction):
             "skip_ineffective": {"type": "raw"},
             "emulator_time_scale": {"type": "raw"},
             "inventory_hosts": {"type": "list", "elements": "str"},
+            "service_name": {"type": "raw"},
             "search": {"type": "raw"},
             "search_selected": {"type": "raw", "default": False},
             "llmops_run_id": {"type": "str"},
@@ -48,6 +53,12 @@ class ActionModule(ControllerAction):
                 version="3.0.0", collection_name="llmops.sglang")
         inputs = {name: args[name] for name in OPTIONS if args.get(name) is not None}
         errors = unknown_variables(args["variables"]) + validate_run_inputs(inputs)
+        if args["run_id"] is not None and args["runs_root"] is not None and not any(
+                error.startswith("run_id") for error in errors):
+            try:
+                run_directory(args["runs_root"], str(args["run_id"]))
+            except ValueError as exc:
+                errors.append(str(exc))
         try:
             search_selected = as_bool("search_selected", args["search_selected"])
         except InputError as exc:

@@ -105,9 +105,10 @@ _value:
       elements: str
     error:
       description:
-        - C(kind), what the operator must fix, the first cause of a chain (port_in_use, oom, gpu_unavailable,
-          moe_config_error, model_error, install_error, nccl_error, cuda_error, warmup_failed, config_error,
-          runtime_error, unknown_traceback), C(message) (the key line), C(lines) (traceback tail, at most 30),
+        - C(kind), what the operator must fix, the innermost cause (port_in_use, oom, gpu_unavailable,
+          arch_unsupported, moe_config_error, model_error, install_error, nccl_error, cuda_error, warmup_failed,
+          config_error; the generic unknown_traceback and runtime_error; docs/support-matrix.md),
+          C(message) (the key line), C(lines) (traceback tail, at most 30),
           C(suggestion) (SGLang's own fix text, else ours for the kind; null when there is none).
         - Null when the log has no error.
       type: dict

@@ -22,7 +22,7 @@ options:
 EXAMPLES = r"""
 - name: Guard the service while the stage changes it
   llmops.sglang.server_guard:
-    name: "{{ sglang_service_name }}"
+    name: "{{ lookup('llmops.sglang.service_name') }}"
   when: (tuning_run_stage | llmops.sglang.stage).guarded
 """
 

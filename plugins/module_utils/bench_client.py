@@ -36,6 +36,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 
+from ansible_collections.llmops.sglang.plugins.module_utils.secrets import api_key_problem
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import summarize_level
 from ansible_collections.llmops.sglang.plugins.module_utils.workload import (
     DEFAULT_MAX_CLIENT_LAG_MS,
@@ -66,6 +67,9 @@ else:
 SCHEMA_VERSION = 1
 ENDPOINT_PATHS = {"completions": "/v1/completions", "chat": "/v1/chat/completions", "generate": "/generate"}
 DEFAULT_CONCURRENCY_LEVELS = (1, 4, 16, 32, 64)
+# Requests in flight at one level: the connection pool is unbounded (limit=0), so the level's concurrency is the
+# number of sockets and tasks; SGLang's own max_running_requests stays far below.
+MAX_CONCURRENCY = 4096
 QUANTILES = (50, 90, 99)
 # aiohttp's 64 KB default read buffer collapses long streams; SGLang's own benchmark raises it to 10 MB
 # (sglang 0.5.11 python/sglang/bench_serving.py, BENCH_AIOHTTP_READ_BUFSIZE_BYTES).
@@ -128,7 +132,7 @@ class BenchConfig:
     input_len: int = 1000
     output_len: int = 1000
     request_timeout_s: float = 600.0
-    level_timeout_s: float | None = 3600.0
+    level_timeout_s: float = 3600.0
     steady_state: bool = False
     api_key: str | None = field(default=None, repr=False)
     seed: int = 0
@@ -204,6 +208,9 @@ def _validate_config(config: BenchConfig) -> None:
     for concurrency in config.concurrency_levels:
         if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency <= 0:
             raise ValueError(f"concurrency_levels must contain positive integers, got {concurrency!r}")
+        if concurrency > MAX_CONCURRENCY:
+            raise ValueError(f"concurrency_levels: {concurrency} requests in flight is more than the client opens "
+                             f"({MAX_CONCURRENCY} at most, one connection each); lower it")
     if config.requests_per_level is not None:
         _require_at_least("requests_per_level", config.requests_per_level, 1)
     if config.requests_per_level is not None and config.arrival is None:
@@ -216,8 +223,11 @@ def _validate_config(config: BenchConfig) -> None:
     for name in ("repeats", "input_len", "output_len", "warmup_output_len"):
         _require_at_least(name, getattr(config, name), 1)
     _require_at_least("request_timeout_s", config.request_timeout_s, 0, strict=True)
-    if config.level_timeout_s is not None:
-        _require_at_least("level_timeout_s", config.level_timeout_s, 0, strict=True)
+    # Required: a level without a time limit could hold the GPUs (and the stage) for good.
+    _require_at_least("level_timeout_s", config.level_timeout_s, 0, strict=True)
+    problem = api_key_problem(config.api_key) if config.api_key else None
+    if problem:
+        raise ValueError(f"api_key: {problem}")
     _require_at_least("max_failed_share", config.max_failed_share, 0)
     if config.max_failed_share > 1:
         raise ValueError(f"max_failed_share must be a share between 0 and 1 (0.01 = 1%), got {config.max_failed_share!r}")

@@ -18,7 +18,7 @@ import os
 import shutil
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_names import parse_config_file_name, triton_dir_for
@@ -226,9 +226,12 @@ def _new_backup_dir(backup_root: str) -> str:
     return path
 
 
-def apply_changes(changes: list[Change], backup_root: str, keep_backup: bool) -> str | None:
+def apply_changes(changes: list[Change], backup_root: str, keep_backup: bool,
+                  before_install: Callable[[str], None] | None = None) -> str | None:
     """Back up, then install every change atomically; on any failure restore everything and raise.
 
+    ``before_install(backup_dir)`` runs between the complete backup and the first change (the host's guard learns
+    what to put back); when it raises, the backup goes and nothing is installed.
     Returns the backup directory (None when ``keep_backup`` is false and all went well).
     """
     backup_dir = _new_backup_dir(backup_root)
@@ -241,6 +244,12 @@ def apply_changes(changes: list[Change], backup_root: str, keep_backup: bool) ->
         entries.append({"path": change.path, "backup": backup})
     manifest = {"entries": entries, "created_dirs": _missing_dirs([change.path for change in changes])}
     write_atomically(os.path.join(backup_dir, MANIFEST), (json.dumps(manifest, indent=2) + "\n").encode())
+    if before_install is not None:
+        try:
+            before_install(backup_dir)
+        except BaseException:
+            shutil.rmtree(backup_dir)
+            raise
     for change in changes:
         try:
             os.makedirs(os.path.dirname(change.path), exist_ok=True)

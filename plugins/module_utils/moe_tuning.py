@@ -172,9 +172,10 @@ def tuner_cli(script: str, help_text: str) -> dict[str, Any]:
     ``--batch-size``: one run per batch size) or ``default`` (neither: the tuner's own list only).
 
     Upstream's ``tuning_fused_moe_triton.py`` took one ``--batch-size`` and its own search space until
-    ``--batch-sizes`` and ``--search-space-file`` arrived in 2026 (sgl-project/sglang
-    benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py, e.g. commit 00e96592 has both; fixtures in
-    tests/fixtures/sglang_tuner_cli/); ``tune_down_moe.py`` has ``--batch-sizes`` (nargs='*') and no search space.
+    ``--batch-sizes`` and ``--search-space-file`` arrived in v0.5.16 (sgl-project/sglang
+    benchmark/kernels/fused_moe_triton/tuning_fused_moe_triton.py, changed by commit a358abd6; per-tag fixtures in
+    tests/fixtures/sglang_tuner_cli/); ``tune_down_moe.py`` (in no tag up to v0.5.18) has ``--batch-sizes``
+    (nargs='*') and no search space.
     """
     options = sorted(parse_help_flags(help_text))
     if not {"model", "tp_size"} <= set(options):

@@ -22,8 +22,13 @@ import typing as t
 
 from ansible_collections.llmops.sglang.plugins.module_utils import restart_check as _restart_check
 from ansible_collections.llmops.sglang.plugins.module_utils import stages as _stages
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import MAX_CONCURRENCY
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import Scales
-from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import environment_errors, server_arg_errors
+from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import (
+    environment_errors,
+    server_arg_errors,
+    service_name_error,
+)
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
     DESIGN_DEFAULTS,
     MAX_REPEATS_LIMIT,
@@ -41,8 +46,11 @@ COMPARE_METRICS = ("agg_tok_s", "per_req_tok_s", "steady_agg_tok_s")
 VERDICTS = ("improved",)
 MOE_ENGINES = ("llmops", "sglang")
 MOE_SEARCH_SPACES = ("full", "prefiltered", "pruned")
-# A trial's name is a directory of the run (flags/<host>/trials/<name>/).
-TRIAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+# A trial's name is a directory of the run (flags/<host>/trials/<name>/); fullmatch: "$" would accept "t1\n".
+TRIAL_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+# A run id is the run's directory under the runs root (AWX shows it as a free-text survey field): one path component
+# that cannot be "." or "..", hold a "/" or start with "-".
+RUN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 BOOL_TRUE = ("yes", "on", "1", "true", "y", "t")
 BOOL_FALSE = ("no", "off", "0", "false", "n", "f")
 
@@ -196,13 +204,16 @@ def check_bench(checker: Checker, bench: t.Any) -> None:
             checker.errors.append(f"{path}.concurrency_levels: must list at least one concurrency, got []")
         for index, value in enumerate(raw or []):
             level = checker.check(as_int, f"{path}.concurrency_levels[{index}]", value, minimum=1)
-            if level is not None:
+            if level is not None and level > MAX_CONCURRENCY:
+                checker.errors.append(f"{path}.concurrency_levels[{index}]: must be at most {MAX_CONCURRENCY} requests "
+                                      f"in flight (one connection each), got {level}")
+            elif level is not None:
                 levels.append(level)
     for key in ("repeats", "input_len", "output_len", "warmup_output_len"):
         if key in bench:
             checker.check(as_int, f"{path}.{key}", bench[key], minimum=1)
-    for key in ("request_timeout_s", "level_timeout_s"):
-        if key in bench and not (key == "level_timeout_s" and bench[key] is None):
+    for key in ("request_timeout_s", "level_timeout_s"):  # null is no limit: a level could hold the GPUs for good
+        if key in bench:
             checker.check(as_number, f"{path}.{key}", bench[key], minimum=0, strict=True)
     if bench.get("requests_per_level") is not None:
         requests = checker.check(as_int, f"{path}.requests_per_level", bench["requests_per_level"], minimum=1)
@@ -314,6 +325,15 @@ def check_moe(checker: Checker, moe: t.Any, inventory_hosts: t.Sequence[str] | N
             checker.errors.append(f"{path}.tune_hosts: lists a host twice: {hosts}")
 
 
+def check_run_id(checker: Checker, run_id: t.Any) -> None:
+    if isinstance(run_id, int) and not isinstance(run_id, bool):
+        run_id = str(run_id)  # -e '{"run_id": 20261201}' names the same directory as "20261201"
+    if not isinstance(run_id, str) or not RUN_ID.fullmatch(run_id):
+        checker.errors.append("run_id (-e run_id, tuning_run_id): must be 1 to 128 letters, digits, '.', '_' or '-', "
+                              f"starting with a letter or digit (it names the run's directory under the runs root), "
+                              f"{_got(run_id)}")
+
+
 def check_flag_sets(checker: Checker, flag_sets: t.Any) -> None:
     path = "sglang_candidate_flag_sets"
     sets = checker.check(as_list, path, flag_sets) if not isinstance(flag_sets, str) else None
@@ -329,7 +349,7 @@ def check_flag_sets(checker: Checker, flag_sets: t.Any) -> None:
         if "force" in entry:
             checker.check(as_bool, f"{where}.force", entry["force"])
         name = entry.get("name")
-        if not isinstance(name, str) or not TRIAL_NAME.match(name):
+        if not isinstance(name, str) or not TRIAL_NAME.fullmatch(name):
             checker.errors.append(f"{where}.name: must be a name of letters, digits, '.', '_' or '-' (it names the "
                                   f"trial's directory), {_got(name)}")
         elif name in seen:
@@ -441,14 +461,25 @@ def check_restart_check(checker: Checker, options: t.Any) -> None:
             checker.errors.append(f"{path}.repeats: must be at most {_restart_check.MAX_REPEATS}, got {repeats}")
 
 
+def check_service_name(checker: Checker, name: t.Any) -> None:
+    """The service every stage deploys, guards and restarts (lookup llmops.sglang.service_name): a bad name would
+    otherwise fail only at the deploy, or have the guard watch a unit that cannot exist."""
+    error = service_name_error("sglang_service_name", name)
+    if error:
+        checker.errors.append(error)
+
+
 def validate_run_inputs(inputs: dict) -> list[str]:
     """Every problem of the run's inputs, as messages naming the variable; empty when all can work.
 
-    ``inputs`` has the keys ``stages``, ``force``, ``bench``, ``compare``, ``sequential``, ``restart_check``,
+    ``inputs`` has the keys ``run_id``, ``stages``, ``force``, ``bench``, ``compare``, ``sequential``, ``restart_check``,
     ``policy``, ``moe``, ``flag_sets``, ``baseline_args``, ``environment``, ``skip_ineffective``,
-    ``emulator_time_scale`` and ``inventory_hosts``; a key that is absent (or None for the optional ones) is not checked.
+    ``emulator_time_scale``, ``inventory_hosts`` and ``service_name``; a key that is absent (or None for the optional
+    ones) is not checked.
     """
     checker = Checker()
+    if "run_id" in inputs:
+        check_run_id(checker, inputs["run_id"])
     if "stages" in inputs or "force" in inputs:
         check_stages(checker, inputs.get("stages", list(STAGES)), inputs.get("force", []))
     if inputs.get("bench") is not None:
@@ -473,4 +504,6 @@ def validate_run_inputs(inputs: dict) -> list[str]:
         checker.check(as_bool, "tuning_run_skip_ineffective", inputs["skip_ineffective"])
     if inputs.get("emulator_time_scale") is not None:
         check_time_scale(checker, inputs["emulator_time_scale"])
+    if "service_name" in inputs:
+        check_service_name(checker, inputs["service_name"])
     return checker.errors

@@ -13,6 +13,23 @@ MASK = "***"
 # ServerArgs fields (and /server_info keys) that hold a secret.
 SECRET_FIELDS = frozenset(("api_key", "admin_api_key"))
 _ALREADY_MASKED = (None, "", MASK, "<redacted>")
+# Masking replaces every occurrence of the key in text: a key of a few characters would turn ordinary words of the
+# log into ``***`` (and is guessable anyway).
+MIN_API_KEY_LENGTH = 8
+
+
+def api_key_problem(key: str) -> str | None:
+    """Why ``key`` cannot be a server's API key (None when it can): too short to mask, a control character (a line
+    break would end the key file's line), or whitespace around it (the launcher strips the line it reads, so the
+    server would expect another key than the one the benchmark sends: every request answered 401)."""
+    if len(key) < MIN_API_KEY_LENGTH:
+        return (f"must be at least {MIN_API_KEY_LENGTH} characters (a shorter key is guessable, and masking it in "
+                f"logs would replace ordinary text), got {len(key)}")
+    if any(ord(char) < 32 or ord(char) == 127 for char in key):
+        return "holds a control character (a line break, tab or NUL); remove it (a YAML block scalar adds a newline: use |-)"
+    if key != key.strip():
+        return "has whitespace at its start or end, which the server's launcher strips; remove it"
+    return None
 
 
 def secret_forms(secret: str) -> list[str]:

@@ -10,14 +10,17 @@ Installed on the host by llmops.sglang.server_guard and run by the guard's own u
 The state file (JSON, written atomically by the module) says what to put back:
 ``files``: ``[{"path": ..., "source": <snapshot file> | null, "mode": int}]`` (null: the file did not exist
 then, remove it), ``stop_units`` (the Ray units of a tuning run, ...), ``service`` (restarted afterwards, or
-stopped when its unit did not exist), and ``expires_at`` (epoch seconds) which every llmops module that works on
-this host pushes forward while its controller is connected (module_utils/server_guard.py). Modules at work
+stopped when its unit did not exist), and ``expires_at`` (epoch seconds) which the llmops modules of the stage
+that holds the guard (``armed_by``) push forward while their controller is connected (module_utils/server_guard.py),
+under the flock of ``lock_path``, which this program holds too when it fires. Modules at work
 register under ``work_dir`` (their PID, start time and cgroup, and the process groups they started, e.g. the MoE
 tuner); the guard ends them before it restores, so nothing of an abandoned stage keeps the GPUs, and signals only
 processes that are still the ones registered (a PID or process group number reused since is left alone).
 """
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import glob
 import json
 import os
@@ -25,6 +28,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 POLL_S = 2.0
@@ -135,10 +139,17 @@ def put_back(files: list[dict]) -> None:
                 os.unlink(path)
             continue
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        partial = f"{path}.llmops-guard-partial"
-        shutil.copyfile(source, partial)
-        os.chmod(partial, entry.get("mode", 0o644))
-        os.replace(partial, path)
+        # mkstemp creates the copy 0600: the API key file is never readable by others, not even before the chmod
+        fd, partial = tempfile.mkstemp(dir=os.path.dirname(path), prefix=f".{os.path.basename(path)}.",
+                                       suffix=".llmops-guard-partial")
+        try:
+            with os.fdopen(fd, "wb") as copy, open(source, "rb") as adopted:
+                shutil.copyfileobj(adopted, copy)
+            os.chmod(partial, entry.get("mode", 0o644))
+            os.replace(partial, path)
+        except BaseException:
+            os.unlink(partial)
+            raise
 
 
 def systemctl(*args: str) -> int:
@@ -177,6 +188,20 @@ def restore(state: dict) -> dict:
             "armed_by": state.get("armed_by"), "expired_at": state["expires_at"]}
 
 
+@contextlib.contextmanager
+def locked(path: str | None):
+    """The guard's flock (its state's ``lock_path``), which every renewal, arming and disarming holds too."""
+    if not path:  # a state written by an earlier release
+        yield
+        return
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
 def main(state_path: str) -> int:
     while True:
         state = read_state(state_path)
@@ -185,8 +210,16 @@ def main(state_path: str) -> int:
             return 0
         remaining = state["expires_at"] - time.time()
         if remaining <= 0:
-            break
+            # Decided under the lock, on the state read again: a renewal or a disarm that came in meanwhile wins.
+            with locked(state.get("lock_path")):
+                state = read_state(state_path)
+                if state is None or state["expires_at"] > time.time():
+                    continue
+                return fire(state_path, state, state["expires_at"] - time.time())
         time.sleep(min(POLL_S, remaining))
+
+
+def fire(state_path: str, state: dict, remaining: float) -> int:
     say(f"lease of {state['service']} expired {-remaining:.0f}s ago without renewal "
         f"(armed by {state.get('armed_by')}); putting the adopted configuration back")
     record = restore(state)

@@ -8,12 +8,14 @@ Pure and stdlib-only: it runs on the managed hosts (module side) and on the cont
 The formats it reads are SGLang's own log lines as of mid-2025 .. 2026, releases 0.5.10 .. 0.5.23 (prefix
 ``[YYYY-MM-DD HH:MM:SS(.mmm)( DP0 TP0 ...)] message``, sglang/srt/utils/common.py::configure_logger,
 the same in every release), optionally wrapped in journald (short, short-precise, short-iso), docker,
-docker compose / container-name, torchrun (``[rank0]:``) or Python-logging (``INFO:name:``,
-``asctime - name - LEVEL - ``) prefixes, with a time-only SGLang prefix, HTML-escaped (copied from a
-web UI), with tqdm progress bars (``\\r``) mixed in, and with the server_args dump split over
-several lines (journald's LineMax, terminal wrapping). The dump is ``server_args=ServerArgs(...)``
-(the dataclass repr, 0.5.10 .. 0.5.17, sglang/srt/entrypoints/engine.py ``logger.info(f"{server_args=}")``)
-or ``server_args={...}`` (a dict, 0.5.20 ``server_args.resolved_dict()``, 0.5.23
+docker compose / container-name, torchrun (``[rank0]:``), per-GPU launcher (``[GPU 0]``, mpirun's
+``[1,0]<stdout>:``, srun's ``0: ``), Ray (``(pid=N)``) or Python-logging (``INFO:name:``,
+``asctime - name - LEVEL - ``, xinference's two formats) prefixes, a relaying tool's prefix on every line
+(traceback and dump lines too), with a time-only SGLang prefix, HTML-escaped or ``<br>``-separated (copied
+from a web UI), with shell prompts pasted between outputs, with tqdm progress bars (``\\r``) mixed in, and
+with the server_args dump split over several lines (journald's LineMax, terminal wrapping). The dump is
+``server_args=ServerArgs(...)`` (the dataclass repr, 0.5.10 .. 0.5.17, sglang/srt/entrypoints/engine.py
+``logger.info(f"{server_args=}")``) or ``server_args={...}`` (a dict, 0.5.20 ``server_args.resolved_dict()``, 0.5.23
 ``_server_args_for_logging``). Every fact is taken from what the server printed; a value that may
 have been cut off by a truncated log is not reported. The text is expected to hold one server start
 (e.g. one systemd invocation).
@@ -36,14 +38,29 @@ _LEVELS = r"(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL)"
 _OUTER_PREFIX_RE = re.compile(
     r"(?:[A-Za-z0-9][\w.-]* +\| ?)?"
     r"(?:(?P<journal_ts>[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d(?:\.\d+)?|" + _ISO_TS + r") \S+ [^\s\[\]:]+(?:\[\d+\])?: "
-    r"|(?P<docker_ts>" + _ISO_TS + r") )?"
+    r"|(?P<docker_ts>" + _ISO_TS + r") (?!" + _LEVELS + r" ))?"
+    # Tools that relay the server's output, one prefix each, nested in any order:
+    r"(?:"
     # torchrun / torch.distributed elastic: `[rank0]: ` or `[default0]:`
-    r"(?:\[(?:rank|default)\d+\]: ?)?"
-    # Python logging set up by a wrapper: basicConfig's `INFO:sglang.srt.x:` or
-    # `2026-11-30 10:00:01,123 - sglang.srt.x - INFO - `
-    r"(?:(?P<py_level>" + _LEVELS + r"):[\w.]+:"
-    r"|(?P<py_ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})?) - [\w.]+ - (?P<py_level2>" + _LEVELS + r") - )?"
+    r"\[(?:rank|default)\d+\]: ?"
+    # per-GPU launchers: `[GPU 0] `, `[GPU0]: `; mpirun --tag-output: `[1,0]<stdout>:`
+    r"|\[GPU ?\d+\]:? |\[\d+,\d+\]<std(?:out|err)>:"
+    # Ray's worker/actor output: `(pid=4242) `, `(SGLangActor pid=4242, ip=10.0.0.2) `
+    r"|\((?:[\w.:-]+ )?pid=\d+(?:, ip=[\w.:-]+)?\) "
+    # Python logging set up by a wrapper: basicConfig's `INFO:sglang.srt.x:`,
+    # `2026-11-30 10:00:01,123 - sglang.srt.x - INFO - `, xinference's `%(asctime)s %(name)-12s %(process)d
+    # %(levelname)-8s ` and its TextFileFormatter (xinference/deploy/utils.py, 2026) `<ISO ts> INFO xinference.stdout
+    # pid:1 role:worker address:host:port node:host `
+    r"|(?P<py_level>" + _LEVELS + r"):[\w.]+:"
+    r"|(?P<py_ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:,\d{3})?)"
+    r"(?: - [\w.]+ - (?P<py_level2>" + _LEVELS + r") - | [\w.]+ +\d+ (?P<py_level3>" + _LEVELS + r")"
+    # `%(levelname)-8s `: the level padded to 8 characters, then one space (a traceback's indent stays)
+    r"(?:(?<=DEBUG) {4}|(?<=INFO) {5}|(?<=WARNING) {2}|(?<=WARN) {5}|(?<=ERROR) {4}|(?<=CRITICAL) ))"
+    r"|(?P<xinference_ts>" + _ISO_TS + r") (?P<py_level4>" + _LEVELS + r") [\w.]+ "
+    r"pid:\d+ role:\S* address:\S* node:\S* "
+    r")*"
 )
+_PY_LEVEL_GROUPS = ("py_level", "py_level2", "py_level3", "py_level4")
 _RANK_TAGS = r"(?: (?:DP|PP|ATTN_CP|MOE_DP|TP|EP)\d+)*"
 # SGLang's own prefix (utils/common.py::configure_logger); `.mmm` only with SGLANG_LOG_MS; a date-less
 # `[HH:MM:SS TP0]` when a logging config (SGLANG_LOGGING_CONFIG_PATH) sets datefmt to the time only.
@@ -56,6 +73,15 @@ _GLUED_PREFIX_RE = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{3})?" + 
 _ANSI_ESCAPE_RE = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # A log copied from a web page (Loki/Grafana, an issue's HTML): `&#39;`, `&quot;`, `&lt;`, ...
 _HTML_ENTITY_RE = re.compile(r"&(?:#\d{1,7}|#x[0-9a-fA-F]{1,6}|quot|apos|amp|lt|gt|nbsp);")
+# A log copied from a web page whose lines end in `<br>` instead of a newline.
+_BR_RE = re.compile(r"<br\s*/?>", re.IGNORECASE)
+_BR_LINE_END_RE = re.compile(r"<br\s*/?>\r?$", re.IGNORECASE | re.MULTILINE)
+# A shell prompt pasted with the output (`user@host:~$ journalctl ...`, `(venv) root@gpu01:/srv# `,
+# `[root@host dir]# `, `$ `): the line is the operator's command, not the server's.
+_SHELL_PROMPT_RE = re.compile(
+    r"(?:\([\w.-]+\) )?(?:[\w.-]+@[\w.-]+:\S*?[$#]|\[[\w.-]+@[\w.-]+ [^\]]*\][$#]|\$)(?: |$)")
+_SRUN_LABEL_RE = re.compile(r" *\d{1,5}: ")
+_PROMPT_SCAN = 80  # a prompt's `user@host` is near the start of its line
 _RANK_RE = re.compile(r"([A-Z_]+)(\d+)")
 _FRACTION_RE = re.compile(r"[.,](\d+)")
 
@@ -73,10 +99,11 @@ def _strip_outer(line: str) -> tuple[str | None, str]:
     """Remove transport prefixes; return (their timestamp text, rest of the line)."""
     if "\x1b" in line:
         line = _ANSI_ESCAPE_RE.sub("", line)
-    if line.startswith("[") and not line.startswith(("[rank", "[default")):
+    if line.startswith("[") and _SGLANG_PREFIX_RE.match(line):
         return None, line  # SGLang's own prefix first: no transport prefix
     match = _OUTER_PREFIX_RE.match(line)
-    return match.group("py_ts") or match.group("docker_ts") or match.group("journal_ts"), line[match.end():]
+    timestamp = match.group("py_ts") or match.group("xinference_ts") or match.group("docker_ts")
+    return timestamp or match.group("journal_ts"), line[match.end():]
 
 
 def _strip_sglang(text: str) -> tuple[str | None, str, str]:
@@ -125,13 +152,28 @@ def strip_prefix(line: str) -> tuple[datetime.datetime | None, dict[str, int] | 
 
 
 def _iter_records(text: str) -> Iterator[_Record]:
+    if "<br" in text and _BR_LINE_END_RE.search(text):
+        text = _BR_RE.sub("\n", text)  # a web page's lines: `<br>` where the log had a newline
     lines = text.split("\n")
     cut_mid_line = not text.endswith("\n")
     last_index = len(lines) - 1
+    # Once a Python-logging wrapper's prefix is seen in front of SGLang's own, the wrapper relays the server's
+    # output line by line (xinference, a supervisor): its prefix and level say nothing about where a log line
+    # starts, SGLang's prefix does (traceback and dump lines carry the wrapper's prefix too).
+    relay = False
+    srun_labels = False  # `srun --label` puts the task number in front of every line: `0: [2026-...] ...`
     for index, line in enumerate(lines):
         complete = not (cut_mid_line and index == last_index)
+        label = _SRUN_LABEL_RE.match(line) if line[:1].isdigit() else None
+        if label is not None:
+            srun_labels = srun_labels or _SGLANG_PREFIX_RE.match(line, label.end()) is not None
+            if srun_labels:
+                line = line[label.end():]
         if "&" in line and _HTML_ENTITY_RE.search(line):
             line = html.unescape(line).replace("\xa0", " ")
+        if ("@" in line[:_PROMPT_SCAN] or line.startswith("$")) and _SHELL_PROMPT_RE.match(line):
+            yield _Record(None, "", "", True, complete)  # a command typed between pasted outputs: ends any open line
+            continue
         # Fast path for the usual line: one match for all prefixes, one piece.
         match = _LINE_PREFIX_RE.match(line)
         message = line[match.end():]
@@ -140,8 +182,11 @@ def _iter_records(text: str) -> Iterator[_Record]:
             continue
         message = message.rstrip()
         if message:
-            level = match.group("py_level") or match.group("py_level2")
-            timestamp = match.group("ts") or match.group("py_ts")
+            level = next((match.group(group) for group in _PY_LEVEL_GROUPS if match.group(group)), None)
+            relay = relay or (level is not None and match.group("ts") is not None)
+            if relay:
+                level = None
+            timestamp = match.group("ts") or (None if relay else match.group("py_ts"))
             prefixed = match.group("ts") is not None or level is not None
             yield _Record(timestamp, (match.group("ranks") or "").strip(), message, prefixed, complete, level)
 
@@ -372,21 +417,28 @@ def _key_values(message: str, complete: bool) -> dict[str, str]:
 # --- errors ----------------------------------------------------------------------------------------
 
 # Every line `_line_error_kind` classifies contains one of these (lower-case); others skip the checks.
-_ERROR_HINTS = ("error", "memory", "exception", "failed", "not supported", "sigquit", "already in use", "cuda",
-                "nvidia", "gpu", "no such file", "not a valid", "shared object", "undefined symbol", "no module")
-# Ranked: when a log holds several, the lower one is the cause (an OOM makes the scheduler raise a
-# RuntimeError and the parent print sigquit: the operator must fix the memory, not the RuntimeError).
-# Kinds name what the operator must fix: the port, the memory, the GPU (its driver, visibility), the
-# installed MoE kernel configs, the model (path, files, architecture), the SGLang installation, the
-# interconnect (NCCL), a CUDA fault, the warm-up, their own config (flags), or a runtime failure.
-_ERROR_KINDS = ("port_in_use", "oom", "gpu_unavailable", "moe_config_error", "model_error", "install_error",
-                "nccl_error", "cuda_error", "warmup_failed", "config_error", "runtime_error", "unknown_traceback")
-# Lower-case text that names the operator's cause on its own (torch, CUDA, transformers, huggingface_hub,
-# sglang/srt/models/registry.py "Model architectures [...] are not supported for now").
+_ERROR_HINTS = ("error", "memory", "exception", "failed", "supported", "sigquit", "already in use", "cuda",
+                "nvidia", "gpu", "no such file", "not a valid", "shared object", "undefined symbol", "no module",
+                "requires", "kernel image", "scheduler died")
+# The taxonomy (docs/support-matrix.md, "Failures: error.kind", one real line per kind): each kind names what the
+# operator must fix; a log's kind is its innermost cause, read from the exceptions themselves (their type, text and
+# raise site), never from the code lines a traceback quotes. Ranked: when a log holds several causes, the lower one
+# is the cause of the others (an OOM makes the scheduler raise and the parent print sigquit: the operator must fix
+# the memory). The last two are generic: a traceback whose cause is none of the above (`unknown_traceback`), and
+# SGLang's report that a child failed with no traceback that says why (`runtime_error`).
+_ERROR_KINDS = ("port_in_use", "oom", "gpu_unavailable", "arch_unsupported", "moe_config_error", "model_error",
+                "install_error", "nccl_error", "cuda_error", "warmup_failed", "config_error", "unknown_traceback",
+                "runtime_error")
+# Lower-case text that names the operator's cause on its own (torch, CUDA, Triton, ptxas, transformers,
+# huggingface_hub, sglang/srt/models/registry.py "Model architectures [...] are not supported for now").
 _CAUSE_MARKERS = (
+    # a build (torch, sgl-kernel, flashinfer, Triton's ptxas) without kernels for this GPU's architecture
+    ("arch_unsupported", ("no kernel image is available for execution", "cudaerrornokernelimagefordevice",
+                          "not supported in this architecture", "is not supported on cuda arch",
+                          "is not defined for option 'gpu-name'")),
     ("gpu_unavailable", ("no cuda gpus are available", "invalid device ordinal", "cuda driver version is insufficient",
                          "found no nvidia driver", "nvidia driver on your system is too old",
-                         "no kernel image is available for execution", "uncorrectable ecc error", "gpu is lost",
+                         "uncorrectable ecc error", "gpu is lost",
                          "busy or unavailable", "cudaerrornodevice", "nvml_success == r internal assert")),
     ("model_error", ("does not appear to have a file named", "is not a valid model identifier", "repository not found",
                      "repositorynotfounderror", "gatedrepoerror", "model architectures", "safetensorerror",
@@ -395,6 +447,18 @@ _CAUSE_MARKERS = (
     ("install_error", ("cannot open shared object file", "undefined symbol", "no module named")),
     ("nccl_error", ("nccl error", "ncclsystemerror", "ncclinternalerror", "ncclunhandledcudaerror", "ncclremoteerror")),
 )
+# A kernel's own statement that it needs another architecture: "flash_attn at sgl-kernel is only supported on sm90
+# and above" (0.5.23 sglang/kernels/ops/attention/flash_attention_v3.py line 139), "sm_120 is not supported".
+_ARCH_REQUIREMENT_RE = re.compile(
+    r"(?:only supported on|requires an?|requires) (?:nvidia )?sm[_ ]?\d{2,3}|\bsm_?\d{2,3}[af]? is not supported")
+# SGLang's own words that a child process failed (0.5.23 entrypoints/engine.py lines 1978, 2003, 2032): the cause
+# is in the child's traceback above, if the log holds it.
+_CHILD_FAILED_MARKERS = ("Received sigquit from a child process",
+                         "Initialization failed. Please see the error messages", "scheduler died during initialization")
+# Where ServerArgs validates the flags: sglang/srt/server_args.py (every release) and the hooks of
+# sglang/srt/arg_groups/ that 0.5.23's ServerArgs.__post_init__ calls; the exception types they raise on purpose.
+_CONFIG_RAISE_SITES = ("/sglang/srt/server_args.py", "/sglang/srt/arg_groups/")
+_CONFIG_RAISE_TYPES = ("ValueError", "AssertionError", "NotImplementedError", "RuntimeError")
 # Our words when SGLang gives none: what to check for each cause.
 _KIND_SUGGESTIONS = {
     "oom": "The GPU memory ran out: lower --mem-fraction-static when CUDA-graph capture or a forward ran out of "
@@ -411,6 +475,10 @@ _KIND_SUGGESTIONS = {
                    "supports the model's architecture.",
     "install_error": "The SGLang installation is broken or does not match the host (a missing shared library or "
                      "an incompatible wheel): reinstall SGLang and its kernel packages for this CUDA driver.",
+    "arch_unsupported": "The installed build has no kernels for this GPU's architecture (compute capability): install "
+                        "torch, sgl-kernel and Triton builds for it (Blackwell sm_100/sm_120 needs CUDA 12.8+ wheels; "
+                        "TRITON_PTXAS_PATH can point Triton at a newer ptxas), or choose a backend / dtype the GPU "
+                        "supports (FP8 needs sm_89+ in Triton).",
     "nccl_error": "NCCL failed between the GPUs or hosts: check the NCCL_* settings, the network interfaces and that "
                   "every rank reaches --dist-init-addr.",
 }
@@ -425,34 +493,51 @@ _MAX_SUGGESTION_SCAN = 1000  # SGLang's fix sentences are short; bounds the rege
 _MAX_ERROR_LINES = 30
 _MAX_LINES_AFTER_KEY = 12  # room for SGLang's multi-line fix text after the exception line
 _CHAIN_MARKERS = ("During handling of the above exception", "The above exception was the direct cause")
+_FRAME_RE = re.compile(r'File "([^"]+)", line \d+')
 
 
-def _line_error_kind(message: str) -> str | None:
-    """Error kind named by one line on its own, or None."""
-    lowered = message.lower()
+def _cause_kind(text: str) -> str | None:
+    """The operator's cause a text names on its own (an exception's text, a log line), or None."""
+    lowered = text.lower()
     if not any(hint in lowered for hint in _ERROR_HINTS):
         return None
-    if "address already in use" in lowered or "eaddrinuse" in lowered:
+    # uvicorn/asyncio's bind error, torch's TCPStore, 0.5.23 server_args.py line 886 "Port is already in use."
+    if "already in use" in lowered and ("address" in lowered or "port" in lowered) or "eaddrinuse" in lowered:
         return "port_in_use"
-    if "not enough memory" in lowered or "out of memory" in lowered or "OutOfMemoryError" in message:
+    if "not enough memory" in lowered or "out of memory" in lowered or "OutOfMemoryError" in text:
         return "oom"
     for kind, markers in _CAUSE_MARKERS:
         if any(marker in lowered for marker in markers):
             return kind
-    if "CUDA error" in message or "cuda graph failed" in lowered:
+    # What an exception says, not a warning: SGLang warns "... is not supported ..." / "... requires SM100 ..." when it
+    # turns a feature off and starts anyway (0.5.23 arg_groups/model_hook.py line 1033 "Automatically turn off
+    # --chunked-prefill-size as it is not supported for {model_type}").
+    exception = _EXCEPTION_LINE_RE.match(text.partition("\n")[0])
+    if exception is not None and _ARCH_REQUIREMENT_RE.search(lowered):
+        return "arch_unsupported"
+    # a CUDA fault, or SGLang's CUDA-graph capture failing (cuda_graph_runner.py "Capture cuda graph failed",
+    # 0.5.10/0.5.11 piecewise_cuda_graph_runner.py "Piecewise CUDA Graph is enabled by default as an experimental ...")
+    if "CUDA error" in text or "cuda graph failed" in lowered or "cuda graph is enabled by default" in lowered:
         return "cuda_error"
-    if "Initialization failed. warmup error" in message:
+    if "Initialization failed. warmup error" in text:
         return "warmup_failed"
-    if _ARGPARSE_ERROR_RE.match(message) or "is not supported" in message:
+    if _ARGPARSE_ERROR_RE.match(text) or exception is not None and "is not supported" in text:
         return "config_error"
+    if exception is not None and exception.group("type").rsplit(".", 1)[-1] in ("ValueError", "AssertionError") \
+            and "--" in text.partition(":")[2]:
+        return "config_error"  # a check that names the flag to change
+    return None
+
+
+def _line_error_kind(message: str) -> str | None:
+    """Error kind named by one log line outside a traceback, or None."""
+    kind = _cause_kind(message)
+    if kind is not None:
+        return kind
     exception = _EXCEPTION_LINE_RE.match(message)
-    if exception is not None:
-        exception_type = exception.group("type").rsplit(".", 1)[-1]
-        if exception_type in ("ValueError", "AssertionError") and "--" in (exception.group("text") or ""):
-            return "config_error"
-        if exception_type == "RuntimeError":
-            return "runtime_error"
-    if "Scheduler hit an exception" in message or "Received sigquit from a child process" in message:
+    if exception is not None and exception.group("type").rsplit(".", 1)[-1] == "RuntimeError":
+        return "runtime_error"
+    if "Scheduler hit an exception" in message or any(marker in message for marker in _CHILD_FAILED_MARKERS):
         return "runtime_error"
     return None
 
@@ -498,37 +583,88 @@ class _ErrorCandidate(NamedTuple):
     kind: str
     message: str
     lines: list[str]
+    # a traceback's lines from the cause on: SGLang's fix text may follow a later exception of the chain
+    rest: list[str] | None = None
 
 
-def _moe_config_failure(block: list[str], exception_offsets: list[int]) -> bool:
-    """An assertion or JSON error raised while SGLang read its fused-MoE kernel configs
-    (fused_moe_triton_config.py: 0.5.11 ``assert config["BLOCK_SIZE_M"] == down_config["BLOCK_SIZE_M"]``)."""
-    if not exception_offsets or not any('fused_moe_triton_config.py"' in line for line in block):
-        return False
-    final = block[exception_offsets[-1]].strip()
-    return final.startswith(("AssertionError", "json.decoder.JSONDecodeError", "JSONDecodeError", "KeyError"))
+class _RaisedException(NamedTuple):
+    offset: int  # of its exception line in the block
+    type: str  # without the module: "ValueError"
+    text: str  # the exception line and the lines of text after it (torch's CUDA notes, Triton's ptxas stderr)
+    frames: list[str]  # the files of its traceback, innermost last
+
+
+def _block_exceptions(block: list[str]) -> list[_RaisedException]:
+    """The exceptions of a traceback block in the order printed: a chain's innermost cause first."""
+    found: list[_RaisedException] = []
+    frames: list[str] = []
+    text: list[str] | None = None  # the lines of the exception being read
+    for offset, line in enumerate(block):
+        stripped = line.strip()
+        frame = _FRAME_RE.match(stripped)
+        if frame is not None or stripped.startswith(_CHAIN_MARKERS) or _TRACEBACK_HEADER in stripped:
+            text = None
+            if frame is None:
+                frames = []
+            else:
+                frames.append(frame.group(1))
+            continue
+        if text is not None:
+            if len(text) < _MAX_LINES_AFTER_KEY:
+                text.append(stripped)
+                found[-1] = found[-1]._replace(text="\n".join(text))
+            continue
+        exception = _EXCEPTION_LINE_RE.match(stripped)
+        if exception is not None:
+            text = [stripped]
+            found.append(_RaisedException(offset, exception.group("type").rsplit(".", 1)[-1], stripped, frames))
+            frames = []
+    return found
+
+
+def _exception_kind(exception: _RaisedException) -> str | None:
+    """The cause one exception names: its raise site (ServerArgs' validation is the flags), its text, or the
+    fused-MoE config reader failing on an installed config (0.5.11 fused_moe_triton_config.py
+    ``assert config["BLOCK_SIZE_M"] == down_config["BLOCK_SIZE_M"]``)."""
+    kind = _cause_kind(exception.text)
+    if kind == "port_in_use":
+        return kind  # ServerArgs checks the ports too: the port is the cause, not the flags
+    if exception.frames and exception.type in _CONFIG_RAISE_TYPES and any(
+            site in exception.frames[-1] for site in _CONFIG_RAISE_SITES):
+        return "config_error"
+    if kind is not None:
+        return kind
+    if exception.type in ("AssertionError", "JSONDecodeError", "KeyError") and any(
+            frame.endswith("fused_moe_triton_config.py") for frame in exception.frames):
+        return "moe_config_error"
+    return None
+
+
+def _first_cause(exceptions: list[_RaisedException]) -> tuple[_RaisedException | None, str | None]:
+    """The first exception (in the order printed) that names a cause, and its kind."""
+    for exception in exceptions:
+        kind = _exception_kind(exception)
+        if kind is not None:
+            return exception, kind
+    return None, None
 
 
 def _block_candidate(block: list[str], position: int) -> _ErrorCandidate:
-    """Classify a traceback block (header line plus the unprefixed lines after it)."""
-    ranked = [
-        (_ERROR_KINDS.index(kind), offset) for offset, line in enumerate(block) if (kind := _line_error_kind(line))
-    ]
-    exception_offsets = [offset for offset, line in enumerate(block) if _EXCEPTION_LINE_RE.match(line)]
-    if _moe_config_failure(block, exception_offsets):
-        ranked.append((_ERROR_KINDS.index("moe_config_error"), exception_offsets[-1]))
-    if ranked:
-        # Of equally ranked lines the last is the final exception of a chained traceback.
-        rank, key = min(ranked, key=lambda pair: (pair[0], -pair[1]))
-    else:
-        in_server_args = any('server_args.py"' in line for line in block)
-        rank, key = _ERROR_KINDS.index("config_error" if in_server_args else "unknown_traceback"), 0
-    kind = _ERROR_KINDS[rank]
-    # A header names the failure; the exception line at the bottom says what it was.
-    if (key == 0 or kind == "warmup_failed") and exception_offsets:
-        key = exception_offsets[-1]
+    """Classify a traceback block (header line plus the unprefixed lines after it) by its innermost cause: the first
+    exception of the chain that names one. Without one, the block is a failure SGLang reports for a child
+    (runtime_error), a failed warm-up (the header says so) or an unknown traceback."""
+    exceptions = _block_exceptions(block)
+    exception, kind = _first_cause(exceptions)
+    if kind is None:
+        exception = exceptions[-1] if exceptions else None
+        if exception is not None and any(marker in exception.text for marker in _CHILD_FAILED_MARKERS):
+            kind = "runtime_error"
+        else:
+            kind = "warmup_failed" if "Initialization failed. warmup error" in block[0] else "unknown_traceback"
+    key = exception.offset if exception is not None else 0
     end = min(len(block), key + 1 + _MAX_LINES_AFTER_KEY)
-    return _ErrorCandidate(rank, position, kind, block[key].strip(), block[max(0, end - _MAX_ERROR_LINES):end])
+    return _ErrorCandidate(_ERROR_KINDS.index(kind), position, kind, block[key].strip(),
+                           block[max(0, end - _MAX_ERROR_LINES):end], block[key:])
 
 
 def _usage_context(records: list[_Record], index: int) -> list[str]:
@@ -567,7 +703,7 @@ def _find_error(records: list[_Record], dump_records: set[int]) -> dict[str, Any
     if not candidates:
         return None
     best = min(candidates, key=lambda candidate: (candidate.rank, candidate.position))
-    suggestion = _suggestion(best.lines)
+    suggestion = _suggestion(best.lines if best.rest is None else best.rest)
     if suggestion is None and best.kind == "port_in_use":
         suggestion = _port_in_use_suggestion(best.message)
     if suggestion is None:
@@ -613,7 +749,7 @@ class _StartupFacts:
             if not record.prefixed and _continues_wrapped(record.message):
                 # a terminal or viewer wrapped the line: the rest of it, cut at the width without a separator
                 self.records.append(record)
-                text = wrapped.message + record.message
+                text = wrapped.message + (" " if _space_dropped(wrapped.message) else "") + record.message
                 if _maybe_wrapped(text) and not _maybe_wrapped(wrapped.message + " " + record.message):
                     text = wrapped.message + " " + record.message  # the wrap fell on a space (stripped)
                 joined = wrapped._replace(message=text, complete=record.complete)
@@ -639,6 +775,8 @@ class _StartupFacts:
                 self._continue_dump(message)
                 return
             self.dump_form = None  # the next log line: the dump stays as far as it got
+        if not message:
+            return  # a shell prompt's boundary: it only ends what was open
         if message.startswith(_SERVER_ARGS_START):
             if self.server_args is None:
                 self._start_dump(message)
@@ -826,14 +964,27 @@ def _maybe_wrapped(message: str) -> bool:
     """A scheduler summary, KV cache, graph capture or MoE config line that stops before the part the parser
     reads (a wrapped copy of the log)."""
     if message.startswith("max_total_num_tokens="):
-        return "available_gpu_mem=" not in message and "context_len=" not in message
+        return message.endswith(",") or ("available_gpu_mem=" not in message and "context_len=" not in message)
     if message.startswith(("KV Cache is allocated.", _KV_CACHE_FINAL)):
         return _KV_CACHE_RE.match(message) is None
+    if message.startswith("Attention backend not"):
+        return _ATTENTION_DEFAULT_RE.match(message) is None
+    if message.startswith("The server is fired"):
+        return _READY_MARKER not in message
     if message.startswith("Capture ") and _CAPTURE_END_RE.match(message):
         return _CAPTURE_ELAPSED_RE.search(message) is None
     if "MoE" in message and "onfig" in message:
         return not any(entry[0].search(message) for entry in _MOE_PATTERNS)
     return False
+
+
+def _space_dropped(head: str) -> bool:
+    """A word-wrapping tool (textwrap, `fold -s`) broke the line at a space and dropped it: after a scheduler line's
+    `key=value,` or before a MoE line's path (`... config from`, `... not found at`). A cut at a fixed width keeps the
+    space at the start of the next piece, which is then no continuation."""
+    if head.startswith("max_total_num_tokens="):
+        return head.endswith(",")
+    return head.endswith((" from", " at"))
 
 
 def _continues_wrapped(message: str) -> bool:

@@ -102,11 +102,18 @@ def _name_error(field: str, value: object, pattern: re.Pattern, what: str) -> st
     return control_character_error(field, value) or f"{field}: {value!r} is not {what}"
 
 
+def service_name_error(field: str, value: object) -> str | None:
+    """Why ``value`` cannot name the service (the unit ``<value>.service``): empty, ``.`` or ``..``, a ``/``, a
+    control character or another character a unit name cannot hold."""
+    return _name_error(field, value, SERVICE_NAME,
+                       "a service name (letters, digits, '_', '.', ':' and '-', starting with a letter, digit or '_'; "
+                       "without .service)")
+
+
 def unit_value_errors(args: Mapping) -> list[str]:
     """Every problem of the server module's options that reach the unit, each naming its option; empty when all of
     them can be written. Options left out get the module's defaults, which are valid."""
-    errors = [_name_error("name", args.get("name"), SERVICE_NAME,
-                          "a service name (letters, digits, '_', '.', ':' and '-', without .service)")]
+    errors = [service_name_error("name", args.get("name"))]
     for field in ("user", "group"):
         if args.get(field):
             errors.append(_name_error(field, args[field], USER_NAME, "a user or group name"))

@@ -12,7 +12,7 @@ where the backups are. Commands run through a ``run(argv, changes=...) -> (rc, o
 from __future__ import annotations
 
 import os
-import shutil
+import stat
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,10 +48,13 @@ def systemctl(run: Callable, actions: list[str], *args: str) -> None:
 
 
 def back_up(paths) -> None:
-    """A copy of each file beside it; the stale backup of a file that is absent goes (it must not resurrect it)."""
+    """A copy of each file beside it, with the file's mode from its creation on (the API key file's copy is never
+    readable by others, not even between a copy and a chmod); the stale backup of a file that is absent goes (it
+    must not resurrect it)."""
     for path in paths:
         if os.path.exists(path):
-            shutil.copy2(path, path + BACKUP_SUFFIX)
+            with open(path, "rb") as handle:
+                write_atomically(path + BACKUP_SUFFIX, handle.read(), stat.S_IMODE(os.fstat(handle.fileno()).st_mode))
         elif os.path.exists(path + BACKUP_SUFFIX):
             os.remove(path + BACKUP_SUFFIX)
 

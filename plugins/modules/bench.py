@@ -76,6 +76,8 @@ options:
       - "The server's C(--api-key). Sent as C(Authorization: Bearer <key>); for O(engine=sglang_bench_serving) passed
         through the E(OPENAI_API_KEY) environment variable, never on a command line."
       - A wrong or missing key makes the module fail at once with a message saying so.
+      - At least 8 characters, without control characters and without whitespace at its start or end (as
+        M(llmops.sglang.server) requires of it); another key fails the module before any request.
     type: str
   endpoint:
     description:
@@ -92,7 +94,8 @@ options:
     type: str
   concurrency_levels:
     description:
-      - Concurrency levels to measure, in this order. Every value must be a positive integer.
+      - Concurrency levels to measure, in this order. Every value must be a positive integer, at most 4096 (one
+        connection per request in flight).
     type: list
     elements: int
     default: [1, 4, 16, 32, 64]
@@ -223,6 +226,7 @@ options:
     description:
       - Time limit for one concurrency level (warm-up plus all repeats) with the V(native) engine, and for one
         C(bench_serving) run with V(sglang_bench_serving). When exceeded the sweep stops with an error.
+      - A number above 0; V(null) (no limit) is refused.
     type: float
     default: 3600
   steady_state:

@@ -79,6 +79,15 @@ options:
   backup_dir:
     description: A backup directory returned by V(present), to restore (O(state=restored)).
     type: path
+  guard:
+    description:
+      - Name of the service (without C(.service)) whose armed guard (M(llmops.sglang.server_guard)) puts back what
+        this install changes if the stage is abandoned. It is told between the complete backup and the first file
+        replaced, in this same task, so a controller lost right after the install leaves no unadopted config served.
+      - Fails, with nothing installed, when no guard of that service is armed on the host, or with O(backup=false)
+        (the guard restores from the backup).
+    type: str
+    version_added: 2.1.0
 seealso:
   - module: llmops.sglang.moe_configs_info
   - module: llmops.sglang.moe_tune
@@ -94,6 +103,12 @@ EXAMPLES = r"""
       - src: "{{ tuned_up.output_file }}"
       - src: "{{ tuned_down.output_file }}"
   register: installed
+
+- name: Install them while a stage changes the server, the host's guard told what to put back if it is abandoned
+  llmops.sglang.moe_configs:
+    guard: sglang
+    configs:
+      - src: "{{ tuned_up.output_file }}"
 
 - name: Go back to what was there before
   llmops.sglang.moe_configs:
@@ -175,7 +190,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.command_runner impor
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import (
     apply_changes, config_roots, install_changes, list_configs, read_requested, restore_backup, seed_changes,
     validation_report)
-from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import renew_leases
+from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import register_backup, renew_leases
 
 
 class InvalidConfigs(ValueError):
@@ -186,6 +201,8 @@ class InvalidConfigs(ValueError):
 
 def present(module: AnsibleModule) -> dict:
     params = module.params
+    if params["guard"] and not params["backup"]:
+        raise ValueError("guard: the guard restores from the install's backup; set backup=true or leave guard out")
     requested = read_requested(params["configs"])
     roots = config_roots(CommandRunner(module), params["python"], params["config_dir"], params["triton_dir"])
     install_dir = os.path.join(roots.root, roots.triton_dir)
@@ -202,7 +219,9 @@ def present(module: AnsibleModule) -> dict:
     all_changes = seeds + changes
     backup_dir = None
     if all_changes and not module.check_mode:
-        backup_dir = apply_changes(all_changes, params["backup_root"], params["backup"])
+        guard = params["guard"]
+        backup_dir = apply_changes(all_changes, params["backup_root"], params["backup"],
+                                   before_install=guard and (lambda backup: register_backup(guard, backup)))
     return {
         "changed": bool(all_changes),
         "install_dir": install_dir,
@@ -241,6 +260,7 @@ def main() -> None:
             backup=dict(type="bool", default=True),
             backup_root=dict(type="path", default="/var/lib/llmops-sglang/moe-configs-backup"),
             backup_dir=dict(type="path"),
+            guard=dict(type="str"),
         ),
         required_if=[("state", "restored", ("backup_dir",))],
         supports_check_mode=True,

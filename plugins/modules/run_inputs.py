@@ -33,6 +33,17 @@ attributes:
     description: Nothing to diff.
     support: none
 options:
+  run_id:
+    description:
+      - The run id (C(-e run_id), C(tuning_run_id)), the run's directory under O(runs_root). 1 to 128 letters, digits,
+        C(.), C(_) or C(-), starting with a letter or digit; with O(runs_root), the directory it resolves to (links
+        followed) must be right under the resolved runs root.
+    type: raw
+    version_added: 2.1.0
+  runs_root:
+    description: Where runs live (C(tuning_run_root)); see O(run_id).
+    type: path
+    version_added: 2.1.0
   stages:
     description: Stages to run (C(tuning_run_stages), C(-e stages)), a list or a comma-separated string.
     type: raw
@@ -91,6 +102,14 @@ options:
     description: Hosts of the inventory; C(tuning_run_moe.tune_hosts) must name some of them.
     type: list
     elements: str
+  service_name:
+    description:
+      - The SGLang service's name as the stages resolve it (C(sglang_service_name), lookup
+        P(llmops.sglang.service_name#lookup)); it must be a systemd service name without C(.service) - not empty, not
+        C(.) or C(..), no C(/), no control character (letters, digits, C(_), C(.), C(:) and C(-), the first a letter,
+        digit or C(_)), the error naming V(sglang_service_name).
+    type: raw
+    version_added: 2.1.0
   search:
     description:
       - Inputs of the search stage (C(tuning_run_search)), C(knobs), C(budget), C(slo), C(workload), C(rate),
@@ -134,6 +153,7 @@ EXAMPLES = r"""
     flag_sets: "{{ sglang_candidate_flag_sets | default(omit) }}"
     environment: "{{ sglang_environment | default(omit) }}"
     inventory_hosts: "{{ groups['all'] }}"
+    service_name: "{{ lookup('llmops.sglang.service_name') }}"
     variables: "{{ query('ansible.builtin.varnames', '^(tuning_run|sglang)_') }}"
 """
 

@@ -94,6 +94,8 @@ options:
     description:
       - API key of the server (SGLang's C(--api-key)); omitted = no authentication, and a key file left by an earlier
         deploy is removed (with its backup).
+      - At least 8 characters, without control characters and without whitespace at its start or end (the launcher
+        strips the line it reads); another key fails the task before anything changes.
       - Written to C(<env_dir>/<name>.env) (root, mode 0600) and passed by systemd as the C(sglang-api-key)
         credential (C(LoadCredential=)); the launcher (O(launcher_path)) gives it to SGLang inside the process and
         writes C(***) in its place in the server's output. It is never in the unit, the server's argv or environment,
@@ -274,8 +276,8 @@ facts_error:
 failure:
   description:
     - Classified cause of a failed start (from the startup log parser), C(kind) in the operator's terms
-      (port_in_use, oom, gpu_unavailable, moe_config_error, model_error, install_error, nccl_error, cuda_error,
-      warmup_failed, config_error, runtime_error, unknown_traceback) with C(message),
+      (port_in_use, oom, gpu_unavailable, arch_unsupported, moe_config_error, model_error, install_error, nccl_error,
+      cuda_error, warmup_failed, config_error, unknown_traceback, runtime_error; docs/support-matrix.md) with C(message),
       C(lines) and C(suggestion).
     - When the log names no error, how the wait ended (start_timeout, health_check_failed, exited).
   returned: on failure
@@ -314,6 +316,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils._server_facts import startup_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.action_request import read_request
 from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
+from ansible_collections.llmops.sglang.plugins.module_utils.secrets import api_key_problem
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import (
     deprecated_alias_warnings, parse_help_flags, validate_server_args)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import preflight_errors, verify_unit
@@ -355,8 +358,9 @@ class ServerDeployment:
 
     def env_content(self) -> str | None:
         key = self.params["api_key"]
-        if key and any(c in key for c in "\r\n\0"):
-            self.fail("api_key: a key cannot hold a line break or NUL")
+        problem = api_key_problem(key) if key else None
+        if problem:
+            self.fail(f"api_key: {problem}; nothing was changed")
         return f"SGLANG_API_KEY={key}\n" if key else None
 
     def base_url(self) -> str:

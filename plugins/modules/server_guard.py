@@ -12,7 +12,9 @@ description:
   - Arms, on the host, a guard of one service before a stage changes it (a candidate deployed, the server
     stopped for the MoE tuner). The guard keeps a snapshot of the adopted unit, environment file and any
     config files the stage may replace, and a lease.
-  - Every llmops.sglang module that runs on the host renews the lease while its controller is connected. When
+  - Every llmops.sglang module that runs on the host for the guard's holder (its environment's
+    E(LLMOPS_GUARD_HOLDER) equal to O(armed_by)) renews the lease while its controller is connected; modules of
+    other jobs leave it alone, so an abandoned stage's guard runs out even while the host is busy. When
     the lease runs out (the controller was interrupted, crashed or lost the network), the guard ends the
     abandoned work on the host (a sweep, the tuner), stops the units the stage started, puts the snapshot back
     and restarts the service. Its unit is enabled, so after a reboot it restores before a candidate serves on.
@@ -31,7 +33,9 @@ attributes:
     support: partial
 options:
   name:
-    description: Name of the guarded systemd service (without C(.service)).
+    description:
+      - Name of the guarded systemd service (without C(.service)). Letters, digits, C(_), C(.), C(:) and C(-),
+        starting with a letter, digit or C(_); another name fails before any file is touched.
     type: str
     required: true
   state:
@@ -58,7 +62,12 @@ options:
         install replaced or created, so an unadopted install never stays).
     type: path
   armed_by:
-    description: Who armed the guard (run id and stage), kept in its record.
+    description:
+      - The lease's holder (run id and stage), kept in the guard's record. Only modules whose environment has
+        E(LLMOPS_GUARD_HOLDER) set to this value renew the lease (set it with the play's C(environment) keyword, as
+        the collection's stage playbooks do).
+      - Empty (the default) takes E(LLMOPS_GUARD_HOLDER) of this task's environment; with neither, arming fails.
+      - Arming a guard another holder armed takes it over (its snapshot is kept).
     type: str
     default: ""
   unit_dir:
@@ -76,6 +85,8 @@ options:
 notes:
   - The guard's state lives in C(/var/lib/llmops-sglang/guard/<name>/); after it restored, C(restored.json)
     there says when and why, and the next arming returns it as RV(restored).
+  - Arming, adoption, disarming, every renewal and the guard's firing hold the flock of
+    C(/var/lib/llmops-sglang/guard/.locks/<name>), so none of them overwrites another's change.
 seealso:
   - module: llmops.sglang.server
 """
@@ -86,7 +97,7 @@ EXAMPLES = r"""
   llmops.sglang.server_guard:
     name: sglang
     lease: 300
-    armed_by: "{{ run_id }}/flags"
+    armed_by: "{{ run_id }}/flags"  # the play sets environment LLMOPS_GUARD_HOLDER to the same value
 
 - name: The candidate is adopted; it is what the guard restores from now on
   llmops.sglang.server_guard:
@@ -121,6 +132,7 @@ restored:
   sample: {restored_at: 1764580000.0, service: sglang.service, action: restart, rc: 0, armed_by: 20261201T0900Z/flags}
 """
 
+import contextlib
 import inspect
 import os
 import shutil
@@ -131,18 +143,21 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.llmops.sglang.plugins.module_utils import server_guard_program
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 from ansible_collections.llmops.sglang.plugins.module_utils.command_runner import CommandRunner
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_manifest
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import (
-    RECORD_FILE, STATE_FILE, WORK_DIR, guard_dir, guard_unit, guard_unit_text, read_json, snapshot_files,
-    write_json)
+    GUARD_ROOT, HOLDER_ENV, RECORD_FILE, STATE_FILE, WORK_DIR, current_holder, guard_dir, guard_lock, guard_unit,
+    guard_unit_text, lock_path, read_json, remove_guard_dir, snapshot_files, with_backup, write_json)
 
 
 class Guard:
-    def __init__(self, module: AnsibleModule) -> None:
+    def __init__(self, module: AnsibleModule, root: str = GUARD_ROOT) -> None:
         self.module = module
         self.params = module.params
         self.service = self.params["name"]
-        self.dir = guard_dir(self.service)
+        self.root = root
+        try:  # before any file is touched: a name such as '..' or '' would reach beyond this service's guard
+            self.dir = guard_dir(self.service, root)
+        except ValueError as exc:
+            module.fail_json(msg=str(exc))
         self.state_path = os.path.join(self.dir, STATE_FILE)
         self.record_path = os.path.join(os.path.dirname(self.dir), f"{self.service}.{RECORD_FILE}")
         self.unit = guard_unit(self.service)
@@ -160,16 +175,6 @@ class Guard:
         os.makedirs(snapshot_dir, mode=0o700)
         return snapshot_files([(os.path.join(self.params["unit_dir"], f"{self.service}.service"), 0o644),
                                (os.path.join(self.params["env_dir"], f"{self.service}.env"), 0o600)], snapshot_dir)
-
-    def backup_files(self) -> list[dict]:
-        """What an install of MoE configs replaced (its backup's copy) or created (removed on restore)."""
-        backup_dir = self.params["restore_backup_dir"]
-        try:
-            entries = read_manifest(backup_dir)["entries"]
-        except ValueError as exc:
-            self.module.fail_json(msg=f"restore_backup_dir: {exc}")
-        return [{"path": e["path"], "source": e["backup"] and os.path.join(backup_dir, e["backup"]), "mode": 0o644}
-                for e in entries]
 
     def remove_old_snapshots(self, keep: list[dict]) -> None:
         kept = {os.path.dirname(f["source"]) for f in keep if f["source"]}
@@ -195,10 +200,25 @@ class Guard:
             os.makedirs(os.path.dirname(path), mode=0o755, exist_ok=True)
         write_atomically(path, content, 0o755)
 
+    def holder(self) -> str:
+        """Who holds the lease: O(armed_by), else the holder of this task's environment (the stage playbooks set it)."""
+        holder = self.params["armed_by"] or current_holder()
+        if not holder:
+            self.module.fail_json(msg=f"armed_by: a guard needs its holder (the run id and stage; only modules whose "
+                                      f"environment has {HOLDER_ENV} set to it renew the lease): set armed_by or "
+                                      f"{HOLDER_ENV}; nothing was changed")
+        return holder
+
     def arm(self, replace_snapshot: bool) -> dict:
+        holder = self.holder()
+        with contextlib.nullcontext() if self.module.check_mode else guard_lock(self.service, self.root):
+            return self._arm(replace_snapshot, holder)
+
+    def _arm(self, replace_snapshot: bool, holder: str) -> dict:
         state = read_json(self.state_path)
         backup = bool(self.params["restore_backup_dir"])
-        result = {"changed": state is None or replace_snapshot or backup, "guard_unit": self.unit}
+        taken_over = state is not None and state.get("armed_by") != holder
+        result = {"changed": state is None or replace_snapshot or backup or taken_over, "guard_unit": self.unit}
         restored = self.take_record()
         if restored:
             result["restored"] = restored
@@ -207,11 +227,16 @@ class Guard:
         if state is None or replace_snapshot:
             files = self.snapshot()
             state = {"service": f"{self.service}.service", "guard_unit": self.unit, "work_dir": WORK_DIR,
-                     "record_path": self.record_path, "armed_by": self.params["armed_by"], "files": files,
-                     "service_existed": files[0]["source"] is not None}
+                     "record_path": self.record_path, "files": files, "service_existed": files[0]["source"] is not None}
         if backup:
-            state["files"] = state["files"][:2] + self.backup_files()
-        state.update(lease_s=self.params["lease"], expires_at=time.time() + self.params["lease"],
+            try:
+                state = with_backup(state, self.params["restore_backup_dir"])
+            except ValueError as exc:
+                self.module.fail_json(msg=f"restore_backup_dir: {exc}")
+        # An arming by another stage takes the guard over (its snapshot, the last adopted configuration, is kept):
+        # from now on only that stage's modules renew it.
+        state.update(armed_by=holder, lock_path=lock_path(self.service, self.root),
+                     lease_s=self.params["lease"], expires_at=time.time() + self.params["lease"],
                      stop_units=self.params["stop_units"] or state.get("stop_units", []))
         write_json(self.state_path, state)
         self.remove_old_snapshots(keep=state["files"])
@@ -238,7 +263,11 @@ class Guard:
         if restored:
             result["restored"] = restored
         if armed and not self.module.check_mode:
-            shutil.rmtree(self.dir, ignore_errors=True)  # first: a guard waking now finds nothing to restore
+            with guard_lock(self.service, self.root):  # first: a guard waking now finds nothing to restore
+                try:
+                    remove_guard_dir(self.dir, self.root)
+                except ValueError as exc:
+                    self.module.fail_json(msg=f"name: {exc}")
             if os.path.exists(self.unit_path):
                 self.systemctl("disable", "--now", self.unit)
                 os.remove(self.unit_path)

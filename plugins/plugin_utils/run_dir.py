@@ -10,6 +10,18 @@ from pathlib import Path
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
 
 
+def run_directory(root: str | Path, run_id: str) -> Path:
+    """``<root>/<run_id>`` resolved (links followed); ValueError when it is not a directory right under the resolved
+    root (a run id with a path in it, or a link in the runs root pointing elsewhere): nothing of a run may be written
+    outside its root."""
+    resolved_root = Path(root).expanduser().resolve()
+    run_dir = (resolved_root / run_id).resolve()
+    if run_dir.parent != resolved_root or run_dir.name in ("", ".", ".."):
+        raise ValueError(f"run_id: {run_id!r} resolves to {str(run_dir)!r}, which is not a run directory right under "
+                         f"the runs root {str(resolved_root)!r}; name the run with letters, digits, '.', '_' or '-'")
+    return run_dir
+
+
 def read_json(path: Path) -> t.Any:
     """A JSON record of the run directory, or None when it is not there."""
     try:

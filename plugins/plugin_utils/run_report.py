@@ -40,6 +40,11 @@ STAGES = RECORDED  # the stages with per-host records (stage.json, adopted.json)
 MEASURED_FILES = ("sweep.json", "facts.json", "comparison.json", "decision.json", "side_effects.json",
                   "requested_args.json", "cost.json", "findings.json", "drift.json")
 KEY_LEVEL_HINT = "the highest concurrency measured in both the baseline and the final sweep"
+# Each decision's plain sentence, before its evidence (decisions.decide_trial, restart_check, flag_rules).
+DECISION_SENTENCES = {"adopt": "Adopted: it measured better than the configuration before it.",
+                      "revert": "Not adopted: the configuration before it stays.",
+                      "skip": "Not measured: the preflight found it would change nothing on this host.",
+                      "restart_check": "Not adopted yet: a fresh restart must confirm the gain first."}
 # The search's trial states as the report names them: an invalid candidate was skipped without a start.
 SEARCH_STATES = {"complete": "complete", "infeasible": "infeasible", "invalid": "skipped"}
 # The latencies the Pareto fronts plot goodput against, at p99 of the candidate's boundary runs.
@@ -86,13 +91,27 @@ def level_values(sweep: dict | None, field: str, percentile: str | None = None) 
     return values
 
 
+def level_spread(sweep: dict | None, field: str) -> dict[int, tuple[float, float]]:
+    """Lowest and highest of a per-run field by concurrency, at levels measured more than once."""
+    spread = {}
+    for level in (sweep or {}).get("levels", []):
+        values = [run[field] for run in level.get("runs", []) if isinstance(run.get(field), (int, float))]
+        if len(values) > 1:
+            spread[level["concurrency"]] = (float(min(values)), float(max(values)))
+    return spread
+
+
 def _hosts(run_dir: Path) -> list[str]:
     return sorted({p.name for stage in STAGES for p in (run_dir / stage).glob("*") if p.is_dir()})
 
 
 def _stage_status(run_dir: Path, stage: str, host: str) -> dict:
     record = read_json(run_dir / stage / host / "stage.json")
-    return record or {"status": "not run"}
+    if record:
+        return record
+    # stage.json is written when the stage ends: a stage folder without it is a stage still running or interrupted
+    # (a run directory copied mid-stage), not one that never ran
+    return {"status": "unfinished" if (run_dir / stage / host).is_dir() else "not run"}
 
 
 def _key_numbers(measurements: list[dict]) -> dict:
@@ -177,18 +196,26 @@ def _drift(measurements: list[dict]) -> dict | None:
         "within_drift": verdicts_within_drift(check, decided)}
 
 
+def _emulated(measurements: list[dict], cost: dict) -> bool:
+    """Whether the host's numbers come from the emulator: its server said so at startup (facts ``emulator``), or its
+    GPU-minutes were scaled from an emulated run."""
+    return cost["emulated"] or any((m["facts"] or {}).get("emulator") for m in measurements)
+
+
 def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
     decisions = [{"stage": m["stage"], "label": m["label"], **{k: m["decision"][k] for k in ("action", "summary", "reasons")}}
                  for m in measurements if m["decision"]]
     # a stage a run does not select by default (the search) is listed when it ran
     stages = {stage: _stage_status(run_dir, stage, host) for stage in STAGES
               if stage in DEFAULT or (run_dir / stage / host).is_dir()}
+    cost = host_cost(run_dir, host, stages, measurements)
     return {
         "stages": stages,
         "decisions": decisions,
         "adopted": adoption.latest(run_dir, host, "report"),
         "numbers": _key_numbers(measurements),
-        "cost": host_cost(run_dir, host, stages, measurements),
+        "cost": cost,
+        "emulated": _emulated(measurements, cost),
         "drift": _drift(measurements),
         "search": search_summary(run_dir, host, stages.get("search")),
     }
@@ -203,6 +230,7 @@ def build_summary(run_dir: Path, measured: dict[str, list[dict]] | None = None) 
         "run_id": run.get("run_id", run_dir.name),
         "created_at": run.get("created_at"),
         "gpu_minutes": round(sum(h["cost"]["gpu_minutes"] for h in hosts.values()), 1),
+        "emulated_hosts": [host for host, data in hosts.items() if data["emulated"]],
         "hosts": hosts,
     }
 
@@ -368,7 +396,8 @@ def _outcome_row(host: str, summary: dict) -> list[str]:
     numbers, adopted = summary["numbers"], summary["adopted"] or {}
     key = str(numbers.get("key_concurrency"))
     change = numbers.get("key_change_pct")
-    return [host, key if key != "None" else "-", _number(numbers.get("baseline_agg_tok_s", {}).get(key)),
+    name = f"{host} (emulated)" if summary["emulated"] else host
+    return [name, key if key != "None" else "-", _number(numbers.get("baseline_agg_tok_s", {}).get(key)),
             _number(numbers.get("final_agg_tok_s", {}).get(key)), "-" if change is None else f"{change:+.1f}%",
             f"{numbers.get('baseline_max_running_requests', '-')} -> {numbers.get('final_max_running_requests', '-')}",
             adopted.get("stage", "-"), _number(summary["cost"]["gpu_minutes"])]
@@ -545,21 +574,23 @@ def _side_effect_lines(lines: list[tuple[str, str]]) -> str:
 
 def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[dict]) -> str:
     stages = ", ".join(f"{stage} {summary['stages'][stage]['status']}" for stage in STAGES if stage in summary["stages"])
+    mark = "; emulated" if summary["emulated"] else ""
     parts = [f"## {host}", f"Stages: {stages}.", "### Decisions"]
-    parts.append("\n".join(f"- **{d['label']}**: {d['summary']}" for d in summary["decisions"]) or "No trials.")
+    parts.append("\n".join(_decision_item(d) for d in summary["decisions"]) or "No trials.")
     if summary["search"]:
         parts += _search_section(host, summary["search"], summary["stages"]["search"].get("cost"),
                                  summary["cost"]["emulated"])
     parts += _cost_section(summary) + _drift_section(summary["drift"])
-    parts += ["### Aggregate output throughput (tok/s, median of runs)", _throughput_table(measurements, "agg_tok_s"),
-              "### Per-request output throughput (tok/s, median of runs)",
+    parts += [f"### Aggregate output throughput (tok/s, median of runs{mark})", _throughput_table(measurements, "agg_tok_s"),
+              f"### Per-request output throughput (tok/s, median of runs{mark})",
               _throughput_table(measurements, "per_req_tok_s"), f"![throughput and latency](plots/{host}.svg)"]
     side_effects = [(m["label"], line) for m in measurements for line in (m["side_effects"] or {}).get("summary_lines", [])]
     if side_effects:
         parts += ["### What the server changed by itself", _side_effect_lines(side_effects)]
     kernel_table = read_json(run_dir / "moe_tune" / host / "kernel_table.json")
     if kernel_table and kernel_table.get("table"):
-        parts += ["### MoE kernels before and after tuning", kernel_table["table"]]
+        parts += [f"### MoE kernels before and after tuning{' (emulated)' if summary['emulated'] else ''}",
+                  kernel_table["table"]]
     adopted = summary["adopted"]
     if adopted:
         parts += [f"### Adopted configuration (from {adopted['stage']})",
@@ -569,12 +600,47 @@ def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[di
     return "\n\n".join(parts)
 
 
+def _decision_item(decision: dict) -> str:
+    """A decision as a plain sentence, with its evidence (the decision's reasons) beneath."""
+    failed = decision["action"] == "revert" and decision["reasons"][:1] and decision["reasons"][0].startswith("failed:")
+    sentence = "Not adopted: it failed." if failed else DECISION_SENTENCES.get(decision["action"], decision["action"])
+    evidence = "".join(f"\n    - {reason}" for reason in decision["reasons"])
+    return f"- **{decision['label']}**: {sentence}{evidence}"
+
+
+def report_title(summary: dict) -> str:
+    return f"SGLang tuning run {summary['run_id']}" + (" (emulated)" if summary["emulated_hosts"] else "")
+
+
+def _emulated_note(summary: dict) -> list[str]:
+    hosts = summary["emulated_hosts"]
+    if not hosts:
+        return []
+    return [f"> **Emulated: nothing here was measured on a GPU.** {', '.join(hosts)} ran SGLang's emulator on sandbox "
+            "hosts. Every throughput, latency and kernel time for them (marked *emulated*) is the emulator's model of "
+            "the GPUs it names, not a measurement."]
+
+
+def _level_changes(host: str, numbers: dict) -> str | None:
+    """Baseline -> final at every concurrency both measured: the outcome table shows only the highest."""
+    before, after = numbers.get("baseline_agg_tok_s", {}), numbers.get("final_agg_tok_s", {})
+    levels = sorted((set(before) & set(after)), key=int)
+    changes = [f"C={c} {(after[c] - before[c]) / before[c] * 100:+.1f}%" for c in levels if before[c]]
+    return f"{host}: {', '.join(changes)}" if len(changes) > 1 else None
+
+
 def render_markdown(run_dir: Path, summary: dict, measured: dict[str, list[dict]]) -> str:
     hosts = summary["hosts"]
     header = ["Host", "C", "Baseline tok/s", "Final tok/s", "Change", "max_running_requests", "Adopted from", "GPU-min"]
-    parts = [f"# SGLang tuning run {summary['run_id']}",
+    parts = [f"# {report_title(summary)}", *_emulated_note(summary),
              f"Outcome per host at the key concurrency C ({KEY_LEVEL_HINT}):",
              _table(header, [_outcome_row(host, hosts[host]) for host in hosts])]
+    changes = [line for line in (_level_changes(host, hosts[host]["numbers"]) for host in hosts) if line]
+    if changes:
+        parts.append("Baseline -> final at every concurrency measured by both:\n\n"
+                     + "\n".join(f"- {line}" for line in changes)
+                     + "\n\nEach decision below compares one change with the configuration before it, at every level, "
+                     "so its gains (\"best +X% at C=...\") are not these end-to-end changes.")
     if summary["gpu_minutes"]:
         parts.append(f"The run cost {summary['gpu_minutes']:,.1f} GPU-minutes"
                      + (" (real-GPU equivalent of the emulated run)." if any(h["cost"]["emulated"] for h in hosts.values())
@@ -591,7 +657,8 @@ def summary_text(summary: dict) -> list[str]:
         if numbers.get("key_change_pct") is not None:
             key = str(numbers["key_concurrency"])
             lines.append(f"{host}: C={key} {_number(numbers['baseline_agg_tok_s'][key])} -> "
-                         f"{_number(numbers['final_agg_tok_s'][key])} tok/s ({numbers['key_change_pct']:+.1f}%), "
+                         f"{_number(numbers['final_agg_tok_s'][key])} tok/s ({numbers['key_change_pct']:+.1f}%"
+                         f"{', emulated' if data['emulated'] else ''}), "
                          f"adopted from {(data['adopted'] or {}).get('stage', '-')}")
         lines += [f"{host}: {d['label']}: {d['summary']}" for d in data["decisions"]]
         if data["drift"]:
@@ -654,7 +721,8 @@ def render_plot(measurements: list[dict], host: str) -> str:
     """One SVG with throughput, per-request throughput and TTFT p50/p99 against concurrency."""
     pyplot.rcParams["svg.hashsalt"] = "llmops-sglang"  # stable element ids: same run dir, same bytes
     figure, axes = pyplot.subplots(1, 3, figsize=(15, 4.2))
-    panels = (("agg_tok_s", None, "Aggregate output tok/s"), ("per_req_tok_s", None, "Per-request output tok/s"),
+    panels = (("agg_tok_s", None, "Aggregate output tok/s (band: runs' range)"),
+              ("per_req_tok_s", None, "Per-request output tok/s (band: runs' range)"),
               ("ttft_ms", "p50", "TTFT ms (p50 solid, p99 dashed)"))
     for axis, (field, percentile, title) in zip(axes, panels):
         for index, measurement in enumerate(m for m in measurements if m["sweep"]):
@@ -663,6 +731,11 @@ def render_plot(measurements: list[dict], host: str) -> str:
             if values:
                 levels = sorted(values)
                 axis.plot(levels, [values[c] for c in levels], marker="o", color=color, label=measurement["label"])
+            spread = level_spread(measurement["sweep"], field) if percentile is None else {}
+            if spread:
+                levels = sorted(spread)
+                axis.fill_between(levels, [spread[c][0] for c in levels], [spread[c][1] for c in levels], color=color,
+                                  alpha=0.15, linewidth=0)
             if field == "ttft_ms":
                 tail = level_values(measurement["sweep"], field, "p99")
                 levels = sorted(tail)
@@ -729,7 +802,9 @@ HTML_PAGE = """<!DOCTYPE html>
 <style>body{{font-family:sans-serif;max-width:1200px;margin:2em auto;line-height:1.4}}
 table{{border-collapse:collapse;margin:1em 0}}td,th{{border:1px solid #bbb;padding:3px 8px;text-align:right}}
 td:first-child,th:first-child{{text-align:left}}pre{{background:#f5f5f5;padding:1em;overflow:auto}}
-figure svg{{width:100%;height:auto}}</style></head>
+table{{display:block;max-width:100%;overflow-x:auto}}p,li,td,code{{overflow-wrap:anywhere}}
+blockquote{{border-left:6px solid #c60;background:#fff4e5;margin:1em 0;padding:.5em 1em}}
+figure{{margin:0}}figure svg{{width:100%;height:auto}}</style></head>
 <body>
 {body}
 </body></html>
@@ -752,10 +827,11 @@ def report_files(run_dir: Path) -> dict[str, str]:
     measured = measured_hosts(run_dir)
     summary = build_summary(run_dir, measured)
     markdown_text = render_markdown(run_dir, summary, measured)
-    plots = {host: render_plot(measured[host], host) for host in summary["hosts"]}
+    plots = {host: render_plot(measured[host], host + (" (emulated)" if data["emulated"] else ""))
+             for host, data in summary["hosts"].items()}
     plots.update({f"{host}-search": render_search_plot(data["search"], host) for host, data in summary["hosts"].items()
                   if data["search"] and any(data["search"]["front"].values())})
     files = {"summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n", "report.md": markdown_text,
-             "report.html": render_html(markdown_text, plots, f"SGLang tuning run {summary['run_id']}")}
+             "report.html": render_html(markdown_text, plots, report_title(summary))}
     files.update({f"plots/{host}.svg": svg for host, svg in plots.items()})
     return files

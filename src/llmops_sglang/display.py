@@ -135,13 +135,14 @@ def _tok_s(values: t.Mapping[int, float], level: int | None) -> str:
 
 
 def outcome_table(summary: Summary) -> Table:
-    table = Table(title=f"Run {summary.run_id}", box=box.SIMPLE_HEAD, title_justify="left")
+    title = f"Run {summary.run_id}" + (" (emulated: no GPU measured these numbers)" if summary.emulated_hosts else "")
+    table = Table(title=title, box=box.SIMPLE_HEAD, title_justify="left")
     for column in ("Host", "Stages done", "Adopted from", "C", "Baseline tok/s", "Final tok/s", "Change",
                    "max_running_requests"):
         table.add_column(column, justify="left" if column in ("Host", "Stages done", "Adopted from") else "right")
     for name, host in summary.hosts.items():
         numbers, key = host.numbers, host.numbers.key_concurrency
-        table.add_row(name, " ".join(host.stages_done()) or "-", host.adopted.stage if host.adopted else "-",
+        table.add_row(f"{name} (emulated)" if host.emulated else name, " ".join(host.stages_done()) or "-", host.adopted.stage if host.adopted else "-",
                       "-" if key is None else str(key), _tok_s(numbers.baseline_agg_tok_s, key),
                       _tok_s(numbers.final_agg_tok_s, key), _pct(numbers.key_change_pct),
                       f"{numbers.baseline_max_running_requests or '-'} -> {numbers.final_max_running_requests or '-'}")

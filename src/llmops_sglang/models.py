@@ -263,6 +263,7 @@ class HostSummary:
     numbers: Numbers
     cost: HostCost = field(default_factory=HostCost)
     drift: Drift | None = None
+    emulated: bool = False  # its numbers come from the emulator, not from GPUs
 
     @classmethod
     def from_dict(cls, host: dict) -> HostSummary:
@@ -271,7 +272,8 @@ class HostSummary:
                    adopted=Adopted.from_dict(host["adopted"]) if host.get("adopted") else None,
                    numbers=Numbers.from_dict(host.get("numbers") or {}),
                    cost=HostCost.from_dict(host.get("cost") or {}),
-                   drift=Drift.from_dict(host["drift"]) if host.get("drift") else None)
+                   drift=Drift.from_dict(host["drift"]) if host.get("drift") else None,
+                   emulated=bool(host.get("emulated")))
 
     def stages_done(self) -> list[str]:
         return [name for name, record in self.stages.items() if record.done]
@@ -286,6 +288,10 @@ class Summary:
     run_dir: Path
     hosts: t.Mapping[str, HostSummary]
     gpu_minutes: float = 0.0
+
+    @property
+    def emulated_hosts(self) -> list[str]:
+        return [name for name, host in self.hosts.items() if host.emulated]
 
     @classmethod
     def from_dict(cls, summary: dict, run_dir: Path) -> Summary:

@@ -35,7 +35,6 @@ TREE = {(8, 1792): ["triton_3_6_0"], (16, 512): ["triton_3_5_1"], (32, 256): ["t
 INSTALLED_TRITON = ("3.6.0", "3.4.0", "3.8.0")
 NAME_CASES = [[256, 256, None, None, False, False], [257, 256, "fp8_w8a8", [128, 128], False, True],
               [128, 768, "int8_w8a8", None, True, False], [64, 512, "int4_w4a16", [0, 128], False, False]]
-TUNER_CLI = json.loads((ROOT / "tests/fixtures/sglang_tuner_cli/tuner_cli.json").read_text(encoding="utf-8"))["releases"]
 
 
 def run_real(version: str, scenarios: list[dict], device: str = DEVICE) -> list[dict]:
@@ -161,6 +160,10 @@ def _fixtures_script():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+# The tuners' options read at each release tag (tests/fixtures/sglang_tuner_cli/v<release>.json), by release.
+TUNER_CLI = _fixtures_script().load_fixtures()
 
 
 def check_tuner_driving(version: str) -> list[str]:

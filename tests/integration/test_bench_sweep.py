@@ -21,7 +21,7 @@ KILLED_SWEEP = {"bench_concurrency_levels": [1, 4, 64], "bench_repeats": 3, "ben
                 "bench_output_len": 250, "bench_request_timeout_s": REQUEST_TIMEOUT_S,
                 "bench_progress_file": PROGRESS_FILE}
 KILL_AFTER = "run_done concurrency=64 repeat=1 "
-KEYED = {"sglang_server_name": "sglang-keyed", "sglang_server_port": 30004, "sglang_server_api_key": "right-key"}
+KEYED = {"sglang_service_name": "sglang-keyed", "sglang_server_port": 30004, "sglang_server_api_key": "right-key"}
 # Module run time (without the playbook's start-up) within which bad input must be reported: far below the
 # playbook's 60 s request timeout, so nothing waited for a timeout; the rest is module start-up on a busy machine.
 FAIL_FAST_S = 10

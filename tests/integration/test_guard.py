@@ -18,6 +18,7 @@ pytestmark = pytest.mark.sandbox
 REPO_ROOT = Path(__file__).resolve().parents[2]
 PLAYBOOK = Path(__file__).parent / "playbooks" / "guard_interrupt.yml"
 GUARD = Path(__file__).parent / "playbooks" / "guard.yml"
+UNRELATED_JOB = Path(__file__).parent / "playbooks" / "unrelated_job.yml"
 LEASE_S = 20
 CANDIDATE = {"enable_fused_moe_sum_all_reduce": True}
 CANDIDATE_FLAG = "--enable-fused-moe-sum-all-reduce"
@@ -96,7 +97,7 @@ def test_a_reboot_mid_stage_comes_back_on_the_adopted_unit(fleet, gpu1, runner, 
     candidate starts, the enabled guard finds the lease unrenewed and puts the adopted unit back."""
     armed = runner.run(GUARD, {"guard_lease": LEASE_S, "guard_armed_by": "reboot-test"}, limit="gpu1")
     assert armed.status == "successful", armed.stdout
-    result, _ = deploy(runner, {**BASELINE, **CANDIDATE})
+    result, _ = deploy(runner, {**BASELINE, **CANDIDATE}, guard_holder="reboot-test")  # the stage's own deploy
     assert result.status == "successful" and CANDIDATE_FLAG in host_state(fleet, gpu1)[0]
     fleet.reboot(gpu1)
     rebooted = time.monotonic()
@@ -105,3 +106,18 @@ def test_a_reboot_mid_stage_comes_back_on_the_adopted_unit(fleet, gpu1, runner, 
     print(f"adopted configuration serving {time.monotonic() - rebooted:.1f}s after the reboot (lease {LEASE_S}s)")
     assert fleet.run(gpu1, "systemctl", "is-enabled", "sglang.service").stdout.strip() == "enabled"
     assert "reboot-test" in fleet.run(gpu1, "cat", "/var/lib/llmops-sglang/guard/sglang.restored.json").stdout
+
+
+def test_an_unrelated_job_does_not_keep_an_abandoned_stages_guard_alive(fleet, gpu1, runner, adopted_baseline):
+    """Issue 36 item 8: every llmops module renewed every guard; a job of gpu_facts every 5 s for LEASE_S + 40 s kept
+    the abandoned stage's candidate serving. Only the holder renews: the guard fires within the job."""
+    armed = runner.run(GUARD, {"guard_lease": LEASE_S, "guard_armed_by": "abandoned-stage"}, limit="gpu1")
+    assert armed.status == "successful", armed.stdout
+    result, _ = deploy(runner, {**BASELINE, **CANDIDATE}, guard_holder="abandoned-stage")  # then the stage is lost
+    assert result.status == "successful" and CANDIDATE_FLAG in host_state(fleet, gpu1)[0]
+    job = runner.run(UNRELATED_JOB, {"job_rounds": (LEASE_S + 40) // 5}, limit="gpu1")
+    assert job.status == "successful", job.stdout
+    record = fleet.run(gpu1, "cat", "/var/lib/llmops-sglang/guard/sglang.restored.json", check=False).stdout
+    assert "abandoned-stage" in record, "the guard fired while the unrelated job ran"
+    _wait_for(lambda: host_state(fleet, gpu1)[0] == adopted_baseline and host_state(fleet, gpu1)[2] == "active"
+              and http_status(fleet, gpu1, 30000) == 200, 90, "the adopted unit serves again")

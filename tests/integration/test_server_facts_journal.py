@@ -14,7 +14,7 @@ pytestmark = pytest.mark.sandbox
 PLAYBOOKS = Path(__file__).parent / "playbooks"
 FACTS_TASK = "Read the server facts"
 # An instance of its own, so the flooded journal does not slow down tests reading sglang.service's journal.
-JOURNAL_INSTANCE = {"sglang_server_name": "sglang-journal", "sglang_server_port": 30003}
+JOURNAL_INSTANCE = {"sglang_service_name": "sglang-journal", "sglang_server_port": 30003}
 JOURNAL_FACTS = {"facts_service_name": "sglang-journal", "facts_port": 30003}
 DROP_IN_DIR = "/etc/systemd/system/sglang-journal.service.d"
 EARLIER_STARTS, LINES_PER_START = 3, 100_000

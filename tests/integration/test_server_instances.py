@@ -8,8 +8,8 @@ from tests.integration.sglang_server import BASELINE, deploy, host_state, http_s
 
 pytestmark = pytest.mark.sandbox
 INSTANCES = {
-    "sglang-a": {"sglang_server_name": "sglang-a", "sglang_server_port": 30001, "sglang_server_api_key": "key-a"},
-    "sglang-b": {"sglang_server_name": "sglang-b", "sglang_server_port": 30002, "sglang_server_api_key": "key-b"},
+    "sglang-a": {"sglang_service_name": "sglang-a", "sglang_server_port": 30001, "sglang_server_api_key": "key-a-51c7"},
+    "sglang-b": {"sglang_service_name": "sglang-b", "sglang_server_port": 30002, "sglang_server_api_key": "key-b-83e0"},
 }
 CHANGED = {**BASELINE, "cuda_graph_max_bs": 32}
 BACKUP_SUFFIX = ".llmops-backup"
@@ -89,3 +89,15 @@ def test_stop_then_remove_one_instance(fleet, runner, gpu1, instances):
 
     assert host_state(fleet, gpu1, "sglang-b") == other_before, "the other instance kept running untouched"
     assert http_status(fleet, gpu1, 30002) == 200
+
+
+def test_two_names_of_different_services_are_refused_before_any_change(fleet, runner, gpu1):
+    """sglang_server_name (deprecated) names another service than sglang_service_name (as the example inventory sets
+    it): the role fails naming both before it changes anything, where it deployed a unit the stages' guard did not
+    watch."""
+    result, _ = deploy(runner, BASELINE, sglang_service_name="sglang", sglang_server_name="sglang-old",
+                       sglang_server_port=30005)
+    assert result.status == "failed"
+    assert [(f.task, "sglang_service_name ('sglang') and sglang_server_name ('sglang-old')" in f.message)
+            for f in result.failures] == [("Resolve the service name", True)]
+    assert read(fleet, gpu1, unit_path("sglang-old")) is None

@@ -2,7 +2,8 @@
 two newer emulated releases installed side by side from the host's wheelhouse (/srv/wheelhouse, no index), and the
 prediction, from each release's own lookup code, of what they do with the host's tuned MoE configs and its flags:
 0.5.23 (Triton 3.6.0) keeps them, the future 0.5.24 (Triton 3.9.0, no config directory for it) only falls back to
-the 3.6.0 ones and refuses the deprecated fusion switch. The serving release is never touched and nothing restarts.
+the 3.6.0 ones and refuses the deprecated fusion switch; configs only the serving venv holds are carried into 0.5.23's
+(same Triton, same kernel source). The serving release is never touched and nothing restarts.
 """
 from __future__ import annotations
 
@@ -10,11 +11,13 @@ import json
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils.sglang_env import PROBE
 from tests.integration.ansible import REPO_ROOT, task_results, write_demo_inventory
 
 pytestmark = pytest.mark.sandbox
 UPGRADE = REPO_ROOT / "playbooks" / "upgrade.yml"
 INSTALL = "Install the release into its own venv (the serving one stays untouched)"
+PREDICT = "Predict what the new release does with the tuned MoE configs and the server arguments"
 CONFIG_DIR = "/var/lib/llmops-sglang/upgrade-test-moe"
 UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 DOWN = UP.replace(".json", "_down.json")
@@ -30,18 +33,29 @@ def upgrade_fixture(fleet, gpu1, runner, tmp_path):
     SGLANG_MOE_CONFIG_DIR; cleans the host up after."""
     inventory = write_demo_inventory(tmp_path / "inventory", fleet.connection_vars(),
                                      {"gpu1": {"ansible_host": gpu1.address}})
-    fleet.run(gpu1, "python3", "-c", "import json, pathlib, sys; d = pathlib.Path(sys.argv[1]); d.mkdir(parents=True); "
-              "[(d / n).write_text(sys.argv[2]) for n in sys.argv[3:]]", f"{CONFIG_DIR}/configs/triton_3_6_0",
-              json.dumps(TUNED), UP, DOWN)
+    write_tuned(fleet, gpu1, f"{CONFIG_DIR}/configs/triton_3_6_0")
 
-    def run(version: str, **options):
+    def run(version: str, extravars: dict | None = None, **options):
         extravars = {"upgrade_version": version, "upgrade_wheelhouse": "/srv/wheelhouse",
                      "tuning_run_root": str(tmp_path / "runs"), "run_id": "upgrade-test",
-                     "upgrade_server_args": SERVER_ARGS, "upgrade_moe_config_dir": CONFIG_DIR}
+                     "upgrade_server_args": SERVER_ARGS, "upgrade_moe_config_dir": CONFIG_DIR, **(extravars or {})}
         return runner.run(UPGRADE, extravars, inventory=inventory, **options)
 
     yield run
     fleet.run(gpu1, "rm", "-rf", "/opt/sglang/venvs", CONFIG_DIR)
+
+
+def write_tuned(fleet, gpu1, directory: str) -> None:
+    fleet.run(gpu1, "python3", "-c", "import json, pathlib, sys; d = pathlib.Path(sys.argv[1]); "
+              "d.mkdir(parents=True, exist_ok=True); [(d / n).write_text(sys.argv[2]) for n in sys.argv[3:]]",
+              directory, json.dumps(TUNED), UP, DOWN)
+
+
+def serving_configs(fleet, gpu1) -> str:
+    """The configs directory of the serving release's own config module (where 0.5.11 reads them without
+    SGLANG_MOE_CONFIG_DIR)."""
+    probe = fleet.run(gpu1, SERVING_PYTHON, "-c", PROBE).stdout
+    return json.loads(probe)["config_module_dir"] + "/configs"
 
 
 def serving_sglang(fleet, gpu1) -> str:
@@ -84,3 +98,27 @@ def test_two_releases_install_beside_the_serving_one_and_the_prediction_says_wha
 
     again = upgrade("0.5.24")
     assert again.status == "successful" and task_results(again, INSTALL)["gpu1"]["changed"] is False
+
+
+def test_configs_only_the_serving_venv_holds_are_carried_when_triton_and_kernel_are_unchanged(upgrade, fleet, gpu1,
+                                                                                              tmp_path):
+    serving = f"{serving_configs(fleet, gpu1)}/triton_3_6_0"
+    write_tuned(fleet, gpu1, serving)
+    try:
+        result = upgrade("0.5.23", {"upgrade_moe_config_dir": None})
+        assert result.status == "successful", result.stdout
+        first = task_results(result, PREDICT)["gpu1"]
+        assert [row["verdict"] for row in first["moe"]] == ["lost", "lost"]
+        assert first["carry"] == [{"src": f"{serving}/{UP}", "name": UP}, {"src": f"{serving}/{DOWN}", "name": DOWN}]
+        assert first["retune"] == []
+
+        run_dir = tmp_path / "runs" / "upgrade-test" / "upgrade" / "gpu1"
+        carried = json.loads((run_dir / "carry.json").read_text())
+        assert carried["changed"] is True
+        after = json.loads((run_dir / "prediction.json").read_text())
+        assert [row["verdict"] for row in after["moe"]] == ["kept", "kept"]
+        assert all(row["new"]["path"].startswith("/opt/sglang/venvs/0.5.23/") for row in after["moe"])
+        assert after["carry"] == []
+        assert serving_sglang(fleet, gpu1) == "0.5.11"
+    finally:
+        fleet.run(gpu1, "rm", "-f", f"{serving}/{UP}", f"{serving}/{DOWN}")

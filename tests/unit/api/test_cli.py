@@ -157,7 +157,8 @@ def test_redirected_output_is_plain_lines_and_the_final_tables(api_calls, capsys
         "[MoE tuning] gpu1 C=64: 13,360.2 tok/s aggregate",
         "[MoE tuning] gpu1 adopt: improved at C=1,4,32,64"]
     assert "llmops.sglang.tune: successful (rc 0)" in out
-    outcome = r"gpu1 +preflight baseline flags moe_tune verify +moe_tune +64 +12,645\.3 +13,360\.2 +\+5\.7%"
+    outcome = r"gpu1 \(emulated\) +preflight baseline flags moe_tune verify +moe_tune +64 +12,645\.3 +13,360\.2 +\+5\.7%"
+    assert "(emulated: no GPU measured these numbers)" in out
     assert re.search(outcome, out)
     assert re.search(r"gpu1 +flags: flashinfer-allreduce-fusion +revert +revert: regressed at C=64", out)
     assert f"run directory: {DEMO_RUN}" in out

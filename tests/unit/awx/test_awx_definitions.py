@@ -176,25 +176,37 @@ def test_awx_configure_with_awx_awx_goes_on_to_the_awx_objects():
     assert "TASK [Project of this repository]" in result.stdout, result.stdout + result.stderr
 
 
-def test_execution_environment_gives_a_build_context_with_the_built_collection(tmp_path):
-    """The EE installs the collection from the tarball `ansible-galaxy collection build --output-path dist` makes
-    (of galaxy.yml's version), copied into the build context: the definition copied beside a fresh dist/."""
-    for name in ("execution-environment.yml", "extensions/awx/ee-requirements.yml", "meta/ee-requirements.txt",
-                 "meta/ee-bindep.txt"):
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).write_text((REPO / name).read_text())
-    built = _ansible("ansible-galaxy", "collection", "build", "--output-path", str(tmp_path / "dist"))
-    assert built.returncode == 0, built.stdout + built.stderr
-    result = subprocess.run([str(Path(sys.executable).parent / "ansible-builder"), "create", "-c", "context"],
-                            cwd=tmp_path, capture_output=True, text=True,
-                            env={"PATH": f"{Path(sys.executable).parent}:/usr/bin:/bin", "HOME": str(tmp_path)})
+def _ee_context(context: Path, venv: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", str(REPO / "scripts" / "ee.sh"), str(context)], capture_output=True, text=True,
+                          env={"PATH": "/usr/bin:/bin", "HOME": str(context.parent), "VENV": str(venv)})
+
+
+def test_make_ee_gives_a_build_context_with_the_built_collection(tmp_path):
+    """`make ee` (scripts/ee.sh): the tarball `ansible-galaxy collection build` makes (of galaxy.yml's version) is
+    built first and copied into the context, which is checked (ansible-builder alone says "Complete!" without it)."""
+    result = _ee_context(tmp_path / "context", Path(sys.executable).parent.parent)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "No matches" not in result.stdout + result.stderr
     build = tmp_path / "context" / "_build"
     version = yaml.safe_load((REPO / "galaxy.yml").read_text())["version"]
     tarball = f"collections/llmops-sglang-{version}.tar.gz"
-    assert (build / tarball).read_bytes() == (tmp_path / "dist" / Path(tarball).name).read_bytes()
+    assert (build / tarball).read_bytes() == (REPO / "dist" / Path(tarball).name).read_bytes()
     collections = yaml.safe_load((build / "requirements.yml").read_text())["collections"]
     assert {"name": tarball, "type": "file"} in collections and "awx.awx" in [c["name"] for c in collections]
     assert "matplotlib==3.10.9" in (build / "requirements.txt").read_text()
     assert "ansible-core==2.19.14" in (tmp_path / "context" / "Dockerfile").read_text()
+
+
+def test_make_ee_fails_where_the_context_lacks_the_collection(tmp_path):
+    """A build whose tarball never reaches the context (here: ansible-galaxy builds nothing) is an error naming the
+    missing file, not "Complete!"."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    real = Path(sys.executable).parent
+    for tool in ("python", "ansible-builder"):
+        (venv / "bin" / tool).symlink_to(real / tool)
+    (venv / "bin" / "ansible-galaxy").write_text("#!/bin/sh\nexit 0\n")
+    (venv / "bin" / "ansible-galaxy").chmod(0o755)
+    result = _ee_context(tmp_path / "context", venv)
+    assert result.returncode == 1
+    assert "_build/collections/llmops-sglang-" in result.stderr and "is missing" in result.stderr

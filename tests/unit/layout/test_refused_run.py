@@ -36,3 +36,41 @@ def test_a_run_refused_by_its_input_check_creates_nothing(tmp_path, monkeypatch,
     assert result.hosts["gpu1"].changed == 0
     assert sorted(path.name for path in runs.iterdir()) == ["earlier", "latest"]
     assert (runs / "latest").readlink().name == "earlier"
+
+
+def test_a_run_id_with_a_path_in_it_writes_nothing_outside_the_runs_root(tmp_path, monkeypatch):
+    """Issue 36 item 6: -e run_id=../../escaped wrote run.json and a latest link outside the runs root."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hosts.ini").write_text(INVENTORY)
+    runs = tmp_path / "a" / "b" / "runs"
+    runs.mkdir(parents=True)
+    result = api.run(REPO_ROOT / "playbooks" / "baseline.yml", tmp_path / "hosts.ini", None,
+                     run_id="../../escaped", runs_dir=runs)
+    assert result.status == "failed"
+    assert [f.task for f in result.failures] == ["Check the run's inputs before anything is deployed"]
+    assert "run_id (-e run_id, tuning_run_id): must be 1 to 128 letters" in result.failures[0].message
+    assert not (tmp_path / "a" / "escaped").exists() and not (tmp_path / "a" / "latest").exists()
+    assert list(runs.iterdir()) == []
+
+
+def test_a_second_playbook_of_a_run_in_use_stops_before_the_stage_done_check(tmp_path, monkeypatch):
+    """Issue 36 item 9: two ansible-playbooks of one run id both passed the stage-done check and deployed to the same
+    servers. The run is held by a live process (a stand-in for the first ansible-playbook)."""
+    import subprocess
+    from ansible_collections.llmops.sglang.plugins.plugin_utils.run_lock import lock_run
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "hosts.ini").write_text(INVENTORY)
+    runs = tmp_path / "runs"
+    (runs / "busy").mkdir(parents=True)
+    first = subprocess.Popen(["sleep", "300"])
+    try:
+        assert lock_run(runs / "busy", first.pid) == "acquired"
+        result = api.run(REPO_ROOT / "playbooks" / "baseline.yml", tmp_path / "hosts.ini", None,
+                         run_id="busy", runs_dir=runs)
+    finally:
+        first.kill()
+        first.wait()
+    assert result.status == "failed"
+    assert [f.task for f in result.failures] == ["Hold the run for this ansible-playbook"]
+    assert f"run busy is in use by ansible-playbook PID {first.pid}" in result.failures[0].message
+    assert sorted(path.name for path in (runs / "busy").iterdir()) == [".lock"], "no run.json, no stage entered"

@@ -152,6 +152,23 @@ def test_steady_window_is_the_longest_span_at_target_concurrency() -> None:
     assert tokens_in_window(records, (1.0, 3.0)) == pytest.approx(4.0)
 
 
+@pytest.mark.parametrize(("overrides", "message"), [
+    ({"concurrency_levels": (1, 10000000)}, "concurrency_levels: 10000000 requests in flight is more than the client "
+                                            "opens (4096 at most"),
+    ({"level_timeout_s": None}, "level_timeout_s must be a number > 0, got None"),
+    ({"api_key": "k"}, "api_key: must be at least 8 characters"),
+    ({"api_key": " sk-spaced-key "}, "api_key: has whitespace at its start or end, which the server's launcher strips"),
+    ({"api_key": "sk-line-key\n"}, "api_key: holds a control character"),
+])
+def test_config_refuses_unbounded_or_unusable_inputs(overrides, message) -> None:
+    """Issue 36 item 12: accepted before; an unbounded connector, a level without a time limit, a key the server would
+    never match (the launcher strips it: every request 401) or one too short to mask."""
+    with pytest.raises(ValueError) as raised:
+        BenchConfig(base_url="http://127.0.0.1:30000", **overrides)
+    assert str(raised.value).startswith(message), raised.value
+    assert BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=(4096,), api_key="sk-8char").api_key
+
+
 def test_config_rejects_nonpositive_concurrency_and_too_few_requests() -> None:
     with pytest.raises(ValueError, match="concurrency_levels"):
         BenchConfig(base_url="http://127.0.0.1:30000", concurrency_levels=(1, 0, 16))
@@ -261,7 +278,7 @@ def test_wrong_or_missing_api_key_fails_fast(api_key: str | None, problem: str) 
 def test_401_on_a_generation_request_stops_the_sweep() -> None:
     """model given, so /v1/models is skipped: the first streamed request meets the 401."""
     with running_server("--api-key", "sk-right") as (base_url, _process):
-        sweep = run_sweep(config(base_url, endpoint="generate", model="default", api_key="sk-old"))
+        sweep = run_sweep(config(base_url, endpoint="generate", model="default", api_key="sk-old-key"))
         assert server_stats(base_url)["requests"] == 0
     assert sweep["levels"] == [] and "API key is wrong" in sweep["error"]
 

@@ -16,6 +16,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_tuning import (
     chunks, final_output, fingerprint, log_tail, merge_into_checkpoint, progress_entry, progress_line,
     ray_cluster_gpus, read_checkpoint, run_tuner, run_tuners, size_runs, tuner_cli, tuner_command, tuner_gpu,
     tuner_environment, TunerInvocation, TunerRun, visible_devices)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_shapes import TUNER_DTYPES
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import tuner_arguments, tuner_options
+from tests.conformance.conftest import RELEASES as CONFORMANCE_RELEASES
 
 RTX_UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 ENTRY = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 64, "BLOCK_SIZE_K": 128, "GROUP_SIZE_M": 1, "num_warps": 4, "num_stages": 4}
@@ -40,24 +43,32 @@ def test_chunks_and_gpu_counts():
 # --- command lines ------------------------------------------------------------------------------
 
 
-TUNER_CLI = json.loads((Path(__file__).resolve().parents[3] / "fixtures" / "sglang_tuner_cli" / "tuner_cli.json")
-                       .read_text())["releases"]
 _spec = importlib.util.spec_from_file_location(
     "tuner_cli_fixtures", Path(__file__).resolve().parents[4] / "scripts" / "tuner_cli_fixtures.py")
 fixtures_script = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(fixtures_script)
+# The tuners' options at each release tag (tests/fixtures/sglang_tuner_cli/v<release>.json: tag commit, path and
+# last-changed commit per script), and at the later upstream commits that have tune_down_moe.py (no tag known).
+TUNER_CLI = fixtures_script.load_fixtures()
+AFTER_TAGS = "after-v0.5.18-00e96592"
+OPTION_SETS = {**TUNER_CLI, AFTER_TAGS: json.loads(
+    (fixtures_script.FIXTURES / f"{AFTER_TAGS}.json").read_text(encoding="utf-8"))}
 
 
 def real_parser(release: str, script: str):
-    return fixtures_script.parser_from_options(script, TUNER_CLI[release]["scripts"][script]["options"])
+    return fixtures_script.parser_from_options(script, OPTION_SETS[release]["scripts"][script]["options"])
 
 
 def cli_of(release: str, script: str = "tuning_fused_moe_triton.py") -> dict:
     return tuner_cli(script, real_parser(release, script).format_help())
 
 
+def _release_key(release: str) -> list[int]:
+    return [int(part) for part in release.replace(".post", ".").split(".")]
+
+
 def test_tuner_commands():
-    new, old = cli_of("0.5.23"), cli_of("0.5.11")
+    new, old = cli_of("0.5.17"), cli_of("0.5.11")
     common = dict(model_path="/m", tp_size=4, ep_size=1, tuner_args=["--dtype", "auto"], batch_sizes=[1, 64])
     up = tuner_command("/py", "/src/t", kernel="up", mode="tune", search_space_file="/w/s.json", cli=new, **common)
     assert up == ["/py", "/src/t/tuning_fused_moe_triton.py", "--model", "/m", "--tp-size", "4", "--ep-size", "1",
@@ -65,7 +76,7 @@ def test_tuner_commands():
     bench = tuner_command("/py", "/src/t", kernel="up", mode="benchmark", cli=new, **common)
     assert bench[-3:] == ["--batch-sizes", "1", "64"] and "--tune" not in bench
     down = tuner_command("/py", "/src/t", kernel="down", mode="tune", gate_up_config="/w/up.json", out_dir="/w/r",
-                         cli=cli_of("0.5.23", "tune_down_moe.py"), **common)
+                         cli=cli_of(AFTER_TAGS, "tune_down_moe.py"), **common)
     assert down == ["/py", "/src/t/tune_down_moe.py", "--model", "/m", "--tp-size", "4", "--ep-size", "1",
                     "--dtype", "auto", "--gate-up-config", "/w/up.json", "--batch-sizes", "1", "64", "--out-dir", "/w/r"]
     one = tuner_command("/py", "/src/t", kernel="up", mode="tune", cli=old, **{**common, "batch_sizes": [64]})
@@ -78,11 +89,36 @@ def test_tuner_commands():
     assert size_runs([1, 8, 64], old) == [[1], [8], [64]] and size_runs([1, 8, 64], new) == [[1, 8, 64]]
 
 
-@pytest.mark.parametrize("release", sorted(TUNER_CLI))
-def test_the_real_tuner_help_of_each_release_is_read_and_its_argparse_takes_our_command_lines(release):
-    """The options come from upstream's tuner scripts (tests/fixtures/sglang_tuner_cli: path and commit per entry);
-    the --help is what their argparse prints, and every argv we build must parse with that argparse."""
-    entry = TUNER_CLI[release]
+# Every selector combination moe_targets can ask the tuner for (each --dtype it names, per-channel, no fusion).
+TUNER_ARGS = [tuner_arguments(dtype, per_channel, no_fusion)
+              for dtype in (None, *TUNER_DTYPES) for per_channel in (False, True) for no_fusion in (False, True)]
+# The releases whose tuners could not be read at their tags (tests/fixtures/sglang_tuner_cli/README.md says why).
+UNVERIFIED_RELEASES = ("0.5.19", "0.5.20", "0.5.21", "0.5.22", "0.5.23")
+
+
+def _parsed(parser, argv: list[str]) -> dict:
+    try:
+        return vars(parser.parse_args(argv))
+    except SystemExit:  # argparse refuses an unknown option, a value of the wrong type or outside its choices
+        pytest.fail(f"{parser.prog}'s argparse refuses {argv}")
+
+
+def test_every_supported_release_has_its_tuner_options_read_at_its_tag_or_is_listed_as_unverified():
+    assert sorted(TUNER_CLI, key=_release_key) + list(UNVERIFIED_RELEASES) == list(CONFORMANCE_RELEASES)
+    for release, fixture in TUNER_CLI.items():
+        assert fixture["tag"] == f"v{release}" and len(fixture["commit"]) == 40
+        assert fixture["commit"] in fixture["tag_resolved_by"].values()
+        # the commit read is the one the PyPI wheel was built from: all its sources but the generated version file
+        assert fixture["wheel_check"]["wheel"].startswith(f"sglang-{release}-")
+        assert fixture["wheel_check"]["not_identical"] == ["sglang/_version.py"]
+
+
+@pytest.mark.parametrize("release", sorted(OPTION_SETS))
+def test_every_tuner_flag_we_pass_exists_in_the_release_with_its_type_and_choices(release):
+    """The options are upstream's at the release's tag (tests/fixtures/sglang_tuner_cli: commit, path per script);
+    the --help is what their argparse prints, and every argv we build (each selector combination) must parse with
+    that argparse, type= and choices= included, to the values we meant."""
+    entry = OPTION_SETS[release]
     for script, spec in entry["scripts"].items():
         if spec is None:
             continue
@@ -90,18 +126,26 @@ def test_the_real_tuner_help_of_each_release_is_read_and_its_argparse_takes_our_
         cli = tuner_cli(script, parser.format_help())
         assert set(cli["options"]) == {flag[2:].replace("-", "_") for opt in spec["options"] for flag in opt["option_strings"]}
         kernel = "down" if script == "tune_down_moe.py" else "up"
-        for mode in (("tune",) if kernel == "down" else ("tune", "benchmark")):
-            for sizes in size_runs([1, 8, 4096], cli):
-                argv = tuner_command("/py", "/src/t", kernel=kernel, mode=mode, model_path="/m", tp_size=4, ep_size=2,
-                                     tuner_args=["--dtype", "fp8_w8a8", "--disable-shared-experts-fusion"],
-                                     batch_sizes=sizes, cli=cli, gate_up_config="/w/up.json", out_dir="/w/r",
-                                     search_space_file="/w/s.json" if cli["search_space_file"] else None)
-                parsed = vars(parser.parse_args(argv[2:]))
-                assert parsed["tp_size"] == 4 and parsed["ep_size"] == 2 and parsed["dtype"] == "fp8_w8a8"
-                assert (parsed.get("batch_sizes") or [parsed.get("batch_size")]) == sizes
-    expected = "many" if release in ("0.5.17", "0.5.20", "0.5.23") else "one"
+        for tuner_args in TUNER_ARGS:
+            meant = tuner_options(tuner_args)
+            for mode in (("tune",) if kernel == "down" else ("tune", "benchmark")):
+                for sizes in size_runs([1, 8, 4096], cli):
+                    argv = tuner_command("/py", "/src/t", kernel=kernel, mode=mode, model_path="/m", tp_size=4,
+                                         ep_size=2, tuner_args=tuner_args, batch_sizes=sizes, cli=cli,
+                                         gate_up_config="/w/up.json", out_dir="/w/r",
+                                         search_space_file="/w/s.json" if cli["search_space_file"] else None)
+                    parsed = _parsed(parser, argv[2:])
+                    assert (parsed["model"], parsed["tp_size"], parsed["ep_size"]) == ("/m", 4, 2)
+                    assert parsed["dtype"] == meant["dtype"]
+                    assert parsed["disable_shared_experts_fusion"] is meant["disable_shared_experts_fusion"]
+                    assert (parsed.get("batch_sizes") or [parsed.get("batch_size")]) == sizes
+                    if kernel == "up":
+                        assert parsed["per_channel_quant"] is meant["per_channel_quant"]
+                        assert parsed["tune"] is (mode == "tune")
+    expected = "one" if release in TUNER_CLI and _release_key(release) < _release_key("0.5.16") else "many"
     assert cli_of(release)["batch_sizes_per_run"] == expected
     assert cli_of(release)["search_space_file"] is (expected == "many")
+    assert (entry["scripts"]["tune_down_moe.py"] is None) is (release in TUNER_CLI)  # no tag up to 0.5.18 has it
 
 
 def test_tuner_help_that_is_not_the_tuner_is_refused():

@@ -25,7 +25,7 @@ def good_inputs() -> dict:
         "flag_sets": DEMO["sglang_candidate_flag_sets"], "baseline_args": DEMO["sglang_baseline_args"],
         "skip_ineffective": DEFAULTS["tuning_run_skip_ineffective"],
         "emulator_time_scale": DEMO["tuning_run_emulator_time_scale"], "inventory_hosts": ["gpu1", "gpu2"],
-        "environment": DEMO["sglang_environment"],
+        "environment": DEMO["sglang_environment"], "service_name": DEMO["sglang_service_name"],
     })
 
 
@@ -110,6 +110,12 @@ def test_the_role_defaults_and_the_demo_inventory_can_work() -> None:
     (["stages"], "baseline,flgs", "tuning_run_stages (-e stages)[1]: unknown stage 'flgs'; did you mean 'flags'?"),
     (["force"], ["moe"], "tuning_run_force (-e force)[0]: unknown stage 'moe'"),
     (["baseline_args"], {"--tp-size": 4}, "sglang_baseline_args: '--tp-size' is not a server arg name"),
+    # issue 36 item 12: accepted before, without a bound or a clear error
+    (["bench", "concurrency_levels"], [1, 10000000],
+     "tuning_run_bench.concurrency_levels[1]: must be at most 4096 requests in flight (one connection each), "
+     "got 10000000"),
+    (["bench", "level_timeout_s"], None, "tuning_run_bench.level_timeout_s: must be a number > 0, got None"),
+    (["flag_sets", 0, "name"], "t1\n", "sglang_candidate_flag_sets[0].name: must be a name of letters, digits"),
 ])
 def test_each_problem_names_the_variable_and_what_is_expected(path: list, value, message: str) -> None:
     errors = errors_with(path, value)
@@ -127,6 +133,25 @@ def test_values_that_would_leave_their_unit_setting_are_refused_before_the_run(p
     """The run's inputs were checked for flag names only; a value with a line break reached the unit."""
     errors = errors_with(path, value)
     assert [error for error in errors if error.startswith(message)], errors
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("sglang/a", "'sglang/a' is not a service name"), ("", "'' is not a service name"),
+    (".", "'.' is not a service name"), ("..", "'..' is not a service name"),
+    ("../sglang", "'../sglang' is not a service name"), ("-sglang", "'-sglang' is not a service name"),
+    ("sglang b", "'sglang b' is not a service name"), (7, "7 is not a service name"),
+    ("sglang\nExecStartPre=+/bin/true", "contains a newline"), ("sglang\x7f", "contains the control character U+007F"),
+])
+def test_a_service_name_no_unit_can_have_is_refused_naming_the_variable(name, why) -> None:
+    """The name every stage deploys, guards and restarts (lookup llmops.sglang.service_name) was not checked: a bad one
+    failed at the deploy, after the run directory was made, or had the guard watch a unit that cannot exist."""
+    errors = errors_with(["service_name"], name)
+    assert len(errors) == 1 and errors[0].startswith(f"sglang_service_name: {why}"), errors
+
+
+@pytest.mark.parametrize("name", ["sglang", "sglang-a", "sglang_b.2", "llm:serve", "_sglang"])
+def test_service_names_a_unit_can_have_pass(name) -> None:
+    assert errors_with(["service_name"], name) == []
 
 
 def test_values_are_taken_like_module_arguments() -> None:
@@ -147,3 +172,16 @@ def test_all_problems_are_reported_at_once() -> None:
 
 def test_keys_left_out_of_a_partial_override_are_not_errors() -> None:
     assert validate_run_inputs({"bench": {"concurrency_levels": [1, 8]}, "moe": {"batch_sizes": "auto"}}) == []
+
+
+@pytest.mark.parametrize("run_id", ["../../escaped", "..", ".", "", "a/b", "/tmp/x", "-rf", ".hidden", "r\n",
+                                    "x" * 129, None, ["r"]])
+def test_a_run_id_that_is_not_one_safe_directory_name_is_refused(run_id) -> None:
+    """Issue 36 item 6: -e run_id=../../escaped wrote run.json and the latest link outside the runs root."""
+    errors = validate_run_inputs({"run_id": run_id})
+    assert len(errors) == 1 and errors[0].startswith("run_id (-e run_id, tuning_run_id): must be 1 to 128 letters"), errors
+
+
+@pytest.mark.parametrize("run_id", ["20261201T090000Z", "R", "nightly-2026.12.01_a", "x" * 128, 20261201])
+def test_run_ids_of_letters_digits_dots_dashes_and_underscores_are_accepted(run_id) -> None:
+    assert validate_run_inputs({"run_id": run_id}) == []

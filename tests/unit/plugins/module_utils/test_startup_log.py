@@ -327,7 +327,8 @@ def test_not_enough_memory():
 def test_cuda_graph_capture_failure():
     error = facts_of("cuda_graph_capture_failed.log")["error"]
     assert error["kind"] == "cuda_error"
-    assert error["message"] == "Exception: Capture cuda graph failed: CUDA error: an illegal memory access was encountered"
+    # the innermost cause: the illegal access the capture failure was raised from
+    assert error["message"] == "torch.AcceleratorError: CUDA error: an illegal memory access was encountered"
     assert error["suggestion"] == "\n".join((
         "Possible solutions:",
         "1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)",
@@ -451,12 +452,13 @@ KeyError: 'model.layers.47.mlp.experts.w2_weight'
          "Possible solutions:\n1. set --mem-fraction-static to a smaller value (e.g., 0.8 or 0.7)\n"
          "2. set --cuda-graph-max-bs to a smaller value (e.g., 16)\n3. disable torch compile by not using "
          "--enable-torch-compile\n4. disable CUDA graph by --disable-cuda-graph. (Not recommended. Huge performance loss)"),
-        (PCG_FAILURE, "runtime_error",
+        (PCG_FAILURE, "cuda_error",
          "RuntimeError: Piecewise CUDA Graph is enabled by default as an experimental feature.",
          "To work around this error, add --disable-piecewise-cuda-graph to your launch command."),
         (UNSUPPORTED_ARG, "config_error",
          "ValueError: fa3 attention backend is not supported on this GPU (compute capability 12.0)", None),
-        (SCHEDULER_KEYERROR, "runtime_error", "KeyError: 'model.layers.47.mlp.experts.w2_weight'", None),
+        # a traceback whose cause is none of the kinds: the generic kind, not the sigquit's runtime_error
+        (SCHEDULER_KEYERROR, "unknown_traceback", "KeyError: 'model.layers.47.mlp.experts.w2_weight'", None),
         (PORT_IN_USE_IPV6, "port_in_use",
          "ERROR:    [Errno 98] error while attempting to bind on address ('::1', 30000, 0, 0): address already in use",
          "Another process is listening on ::1:30000: find it with `ss -ltnp 'sport = :30000'`, stop it or set --port "

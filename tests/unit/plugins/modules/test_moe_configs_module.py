@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from ansible.module_utils.testing import patch_module_args
 
+from ansible_collections.llmops.sglang.plugins.module_utils import moe_install, server_guard, server_guard_program
 from ansible_collections.llmops.sglang.plugins.modules import moe_configs, moe_configs_info
 
 FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "moe_configs"
@@ -125,3 +126,52 @@ def test_info_module_lists_with_an_explicit_triton_dir(host, capsys):
 def test_src_and_content_together_are_rejected(host, capsys):
     code, result = run_module(host, capsys, configs=[{"src": "/x.json", "name": "y", "content": {"1": ENTRY}}])
     assert code == 1 and "mutually exclusive: src|content" in result["msg"]
+
+
+@pytest.fixture
+def armed_guard(tmp_path, monkeypatch) -> Path:
+    """An armed guard of service sglang under a guard root in tmp_path: its state as server_guard writes it (the unit
+    and environment file snapshot) and its lock."""
+    root = tmp_path / "guard"
+    monkeypatch.setattr(server_guard, "GUARD_ROOT", str(root))
+    (root / "sglang").mkdir(parents=True)
+    state = {"service": "sglang.service", "armed_by": "R1/moe_tune", "expires_at": 1.0, "work_dir": str(tmp_path / "w"),
+             "files": [{"path": str(tmp_path / "sglang.service"), "source": None, "mode": 0o644},
+                       {"path": str(tmp_path / "sglang.env"), "source": None, "mode": 0o600}]}
+    (root / "sglang" / "state.json").write_text(json.dumps(state))
+    return root / "sglang" / "state.json"
+
+
+def test_the_hosts_guard_learns_what_to_put_back_before_the_first_config_is_replaced(host, capsys, armed_guard,
+                                                                                    monkeypatch):
+    """Issue 36 item 5: a controller lost between the install and a later guard task left the unadopted tuned configs
+    served after the guard restored the unit. The install itself tells the guard, before its first change."""
+    install_dir = host["configs"] / "triton_3_6_0"
+    install_dir.mkdir(parents=True)
+    (install_dir / H200_UP).write_text("the adopted config\n")
+    seen_at_first_change = []
+    real_write = moe_install.write_atomically
+
+    def write(path, content, *args):
+        if path == str(install_dir / H200_UP):
+            seen_at_first_change.append(json.loads(armed_guard.read_text())["files"][2:])
+        return real_write(path, content, *args)
+    monkeypatch.setattr(moe_install, "write_atomically", write)
+    code, result = run_module(host, capsys, configs=tuned_pair(host), guard="sglang")
+    assert code == 0, result
+    entries = [{"path": str(install_dir / H200_UP), "source": str(Path(result["backup_dir"], "files", "0")),
+                "mode": 0o644}, {"path": str(install_dir / H200_DOWN), "source": None, "mode": 0o644}]
+    assert seen_at_first_change == [entries], "the guard knew before the first config was replaced"
+    # the controller is gone now: the guard fires and the server restarts on the adopted configs
+    server_guard_program.put_back(json.loads(armed_guard.read_text())["files"][2:])
+    assert (install_dir / H200_UP).read_text() == "the adopted config\n" and not (install_dir / H200_DOWN).exists()
+
+
+def test_a_guard_that_is_not_armed_fails_the_install_with_nothing_changed(host, capsys, armed_guard):
+    armed_guard.unlink()
+    code, result = run_module(host, capsys, configs=tuned_pair(host), guard="sglang")
+    assert code == 1 and result["msg"].startswith("guard: no guard of sglang.service is armed on this host")
+    assert not (host["configs"] / "triton_3_6_0").exists()
+    assert list(Path(host["backup_root"]).iterdir()) == [], "its backup went too"
+    code, result = run_module(host, capsys, configs=tuned_pair(host), guard="sglang", backup=False)
+    assert code == 1 and result["msg"].startswith("guard: the guard restores from the install's backup")

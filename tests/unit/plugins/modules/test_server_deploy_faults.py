@@ -32,7 +32,7 @@ class StubModule:
         self.tmpdir = str(tmp_path / "module-tmp")
         os.makedirs(self.tmpdir, exist_ok=True)
         self.params = {"name": "sglang", "unit_dir": str(tmp_path / "units"), "env_dir": str(tmp_path / "env"),
-                       "host": "127.0.0.1", "port": 30001, "api_key": "new-key", "user": "root",
+                       "host": "127.0.0.1", "port": 30001, "api_key": "new-key-2f9a", "user": "root",
                        "launcher_path": str(tmp_path / "launcher.py"), "ready_timeout": 5, **params}
         self.warnings: list[str] = []
 
@@ -232,3 +232,33 @@ def test_without_systemd_analyze_the_unit_is_installed_unverified_and_the_result
                                       "messages": []}
     assert deployment.module.warnings == ["the unit was not checked with `systemd-analyze verify`: "
                                           "systemd-analyze is not installed on the host"]
+
+
+def test_the_api_key_files_backup_and_restore_are_never_readable_by_others(host, monkeypatch, modes_seen):
+    """Issue 36 item 10: the backup was a copy (0644 under umask 022) chmodded to 0600 afterwards; every file that
+    holds the key is created with its final mode, through a backup, a failed deploy and its restore."""
+    os.chmod(host / "env" / "sglang.env", 0o600)
+    modes_seen.clear()
+    with pytest.raises(Failed):
+        deploy(host, FakeSystemd(daemon_reload=1), monkeypatch)
+    key_files = [(path, mode) for path, mode in modes_seen if "sglang.env" in path]
+    assert any(path.endswith(unit_change.BACKUP_SUFFIX) for path, _mode in key_files), "the key was backed up"
+    assert all(mode & 0o077 == 0 for _path, mode in key_files), key_files
+    assert (host / "env" / "sglang.env").stat().st_mode & 0o777 == 0o600
+
+
+@pytest.mark.parametrize(("key", "problem"), [
+    ("k", "must be at least 8 characters"),
+    (" sk-spaced-key ", "has whitespace at its start or end, which the server's launcher strips"),
+    ("sk-two-lines\nExecStartPre=+/bin/true", "holds a control character"),
+])
+def test_an_api_key_the_server_would_not_match_fails_before_any_change(host, monkeypatch, key, problem):
+    """Issue 36 item 12: a key with spaces was written raw and stripped by the launcher (bench then got 401); a
+    one-character key garbled the masked log."""
+    systemd = FakeSystemd()
+    before = files(host)
+    with pytest.raises(Failed) as failed:
+        deploy(host, systemd, monkeypatch, api_key=key)
+    msg = failed.value.result["msg"]
+    assert msg.startswith(f"api_key: {problem}") and msg.endswith("nothing was changed"), msg
+    assert files(host) == before and not systemd.ran("systemctl")

@@ -81,7 +81,8 @@ def test_a_skipped_candidate_costs_nothing_and_saved_one_measured_configuration(
     text = run_report.render_markdown(run_dir, summary, run_report.measured_hosts(run_dir))
     assert f"| flags: flashinfer-allreduce-fusion | 0.0 | skipped (preflight), saved ~{skipped['saved_gpu_minutes']:,.1f}" \
            " GPU-min |" in text
-    assert "- **flags: flashinfer-allreduce-fusion**: skip: preflight: enable_flashinfer_allreduce_fusion" in text
+    assert ("- **flags: flashinfer-allreduce-fusion**: Not measured: the preflight found it would change nothing on "
+            "this host.\n    - preflight: enable_flashinfer_allreduce_fusion") in text
 
 
 def test_the_summary_report_and_lines_show_stages_trials_and_the_total(run_dir):

@@ -25,3 +25,16 @@ def test_names_outside_the_directory_are_refused(tmp_path: Path) -> None:
     import pytest
     with pytest.raises(ValueError):
         remove_files(tmp_path, ["../x"])
+
+
+def test_a_run_directory_resolves_right_under_the_runs_root(tmp_path: Path) -> None:
+    """Issue 36 item 6: every run path is resolved and must stay under the runs root, links included."""
+    import pytest
+    from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import run_directory
+    root = tmp_path / "runs"
+    root.mkdir()
+    assert run_directory(root, "R1") == root.resolve() / "R1"
+    (root / "elsewhere").symlink_to(tmp_path)  # a link in the runs root pointing out of it
+    for run_id in ("../../escaped", "elsewhere", "a/b", ".."):
+        with pytest.raises(ValueError, match="not a run directory right under the runs root"):
+            run_directory(root, run_id)

@@ -88,7 +88,68 @@ def test_a_run_with_only_a_baseline_reports_what_exists(run_dir):
     host = summary["hosts"]["gpu1"]
     assert host["stages"]["verify"] == {"status": "not run"} and host["decisions"] == []
     assert "key_change_pct" not in host["numbers"]
-    assert "| gpu1 | - |" in run_report.render_markdown(run_dir, summary, run_report.measured_hosts(run_dir))
+    assert "| gpu1 (emulated) | - |" in run_report.render_markdown(run_dir, summary, run_report.measured_hosts(run_dir))
+
+
+def test_a_stage_folder_without_its_record_is_unfinished_not_not_run(run_dir):
+    """A run directory copied mid-stage: moe_tune has its kernel table but no stage.json yet (written at its end)."""
+    (run_dir / "moe_tune" / "gpu1" / "stage.json").unlink()
+    shutil.rmtree(run_dir / "verify")
+    stages = run_report.build_summary(run_dir)["hosts"]["gpu1"]["stages"]
+    assert stages["moe_tune"] == {"status": "unfinished"} and stages["verify"] == {"status": "not run"}
+    text = run_report.render_markdown(run_dir, run_report.build_summary(run_dir), run_report.measured_hosts(run_dir))
+    assert "moe_tune unfinished, verify not run." in text
+
+
+def test_an_emulated_run_says_so_where_the_numbers_are(run_dir):
+    summary = run_report.build_summary(run_dir)
+    assert summary["emulated_hosts"] == ["gpu1"] and summary["hosts"]["gpu1"]["emulated"] is True
+    files = run_report.report_files(run_dir)
+    text = files["report.md"]
+    assert text.startswith("# SGLang tuning run 20261130T200107Z (emulated)\n\n> **Emulated: nothing here was measured "
+                           "on a GPU.** gpu1 ran SGLang's emulator")
+    assert "| gpu1 (emulated) | 64 | 12,645.3 |" in text
+    assert "### Aggregate output throughput (tok/s, median of runs; emulated)" in text
+    assert "### MoE kernels before and after tuning (emulated)" in text
+    assert "<title>SGLang tuning run 20261130T200107Z (emulated)</title>" in files["report.html"]
+    assert "<!-- gpu1 (emulated) -->" in files["plots/gpu1.svg"]  # the suptitle (matplotlib names each text)
+    assert "(+5.7%, emulated)" in run_report.summary_text(summary)[0]
+
+
+def test_a_measured_run_has_no_emulated_mark(run_dir):
+    for facts in run_dir.rglob("facts.json"):
+        facts.write_text(json.dumps({**json.loads(facts.read_text()), "emulator": False}))
+    summary = run_report.build_summary(run_dir)
+    assert summary["emulated_hosts"] == []
+    text = run_report.report_files(run_dir)["report.md"]
+    assert "emulated" not in text.lower()
+
+
+def test_the_headline_is_reconciled_with_the_decisions_at_every_level(run_dir):
+    text = run_report.render_markdown(run_dir, run_report.build_summary(run_dir), run_report.measured_hosts(run_dir))
+    assert "- gpu1: C=1 +8.0%, C=4 +4.2%, C=16 +2.8%, C=32 +11.2%, C=64 +5.7%" in text
+    assert "are not these end-to-end changes" in text
+
+
+def test_each_decision_is_a_plain_sentence_with_its_evidence_beneath(run_dir):
+    text = run_report.render_markdown(run_dir, run_report.build_summary(run_dir), run_report.measured_hosts(run_dir))
+    assert ("- **flags: flashinfer-allreduce-fusion**: Not adopted: the configuration before it stays.\n"
+            "    - regressed at C=64 (-8.6% .. -2.2% across levels)\n"
+            "    - capacity dropped 46% (max_running_requests 48 -> 26) with no throughput gain\n") in text
+    assert ("- **moe_tune**: Adopted: it measured better than the configuration before it.\n"
+            "    - improved at C=1,4,32,64 (best +11.1% at C=1)") in text
+    html = run_report.report_files(run_dir)["report.html"]
+    assert "<li><strong>moe_tune</strong>: Adopted: it measured better than the configuration before it.<ul>" in html
+
+
+def test_the_plot_shades_the_runs_range_where_a_level_ran_more_than_once(run_dir):
+    sweep = json.loads((run_dir / "baseline" / "gpu1" / "sweep.json").read_text())
+    spread = run_report.level_spread(sweep, "agg_tok_s")
+    level = next(level for level in sweep["levels"] if len(level["runs"]) > 1)
+    values = [run["agg_tok_s"] for run in level["runs"]]
+    assert spread[level["concurrency"]] == (min(values), max(values))
+    assert all(len(lv["runs"]) > 1 for lv in sweep["levels"] if lv["concurrency"] in spread)
+    assert "band: runs' range" in run_report.report_files(run_dir)["plots/gpu1.svg"]
 
 
 def _record_drift(run_dir: Path, again_factor: float) -> None:

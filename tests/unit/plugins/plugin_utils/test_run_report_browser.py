@@ -145,7 +145,7 @@ def _save_full_page(driver: webdriver.Chrome, path: Path) -> None:
 def test_report_renders_offline_with_its_plots_visible(run_dir, tmp_path, capsys):
     page = (run_dir / "report.html").as_uri()
     hosts = sorted(path.stem for path in (run_dir / "plots").glob("*.svg"))
-    title = f"SGLang tuning run {json.loads((run_dir / 'run.json').read_text())['run_id']}"
+    title = f"SGLang tuning run {json.loads((run_dir / 'run.json').read_text())['run_id']} (emulated)"
     assert hosts == ["gpu1", "gpu2"]
     with chromium(tmp_path / "home") as driver:
         driver.get("about:blank")
@@ -161,3 +161,26 @@ def test_report_renders_offline_with_its_plots_visible(run_dir, tmp_path, capsys
     assert [url for url in requests if url != page and not url.startswith(("data:", "about:"))] == []
     with capsys.disabled():
         print(f"\nreport.html screenshot: {SCREENSHOT}")
+
+
+# Every element that sticks out to the right of the window, but for a table's cells: a wide table scrolls in its box.
+OVERFLOWING = """const width = document.documentElement.clientWidth;
+return [...document.querySelectorAll('body *')].filter(e => !e.closest('table') && !e.closest('svg')
+    && e.getBoundingClientRect().right > width + 1).map(e => e.tagName + ': ' + e.textContent.slice(0, 80));"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("width", [1400, 1280], ids=["desktop", "laptop"])
+def test_report_fits_the_window_and_marks_the_emulated_numbers(run_dir, tmp_path, width):
+    """No horizontal scrolling of the page (long config paths in the server's warnings wrap), and the emulated run
+    says so above its numbers and in its outcome table."""
+    with chromium(tmp_path / "home") as driver:
+        driver.set_window_size(width, 900)
+        driver.get((run_dir / "report.html").as_uri())
+        assert driver.execute_script(OVERFLOWING) == []
+        assert driver.execute_script("return document.documentElement.scrollWidth") <= width
+        note = driver.find_element(By.TAG_NAME, "blockquote")
+        assert note.is_displayed() and note.text.startswith("Emulated: nothing here was measured on a GPU.")
+        assert note.location["y"] < driver.find_element(By.TAG_NAME, "table").location["y"]
+        hosts = [cell.text for cell in driver.find_elements(By.CSS_SELECTOR, "table:first-of-type tbody td:first-child")]
+        assert hosts == ["gpu1 (emulated)", "gpu2 (emulated)"]
