@@ -376,6 +376,8 @@ def search_inputs(setup: Setup, budget_gpu_minutes: float, scale: float) -> Inpu
                  "resolution": RATE_REAL["resolution"], "repeats": setup.repeats,
                  "max_probes": RATE_REAL["max_probes"]},
         "surrogate_starts": setup.surrogate_starts,
+        # issue #40: 35 of 40 simulated searches within 3 % against 30 with TPE's random start-up (benchmarks/README.md)
+        "start_design": "latin_hypercube",
         "seed": setup.seed,
     })
 

@@ -53,8 +53,9 @@ options:
       - The search inputs (C(tuning_run_search)) - C(knobs) (server args with C({values}) or C({low, high, step, log})),
         C(budget) (C(max_restarts) and/or C(max_gpu_minutes)), C(slo) (as M(llmops.sglang.bench)'s O(llmops.sglang.bench#module:slo)),
         C(workload) (bench options of the open-loop runs), C(rate) (C(start_rps), C(min_rps), C(resolution),
-        C(repeats), C(max_probes)), C(verify) (C(best), C(repeats), C(min_effect_pct), C(alpha), C(requests_per_level)),
-        C(surrogate_starts) and C(seed).
+        C(repeats), C(max_probes), C(contender_runs), C(contender_within_pct)), C(verify) (C(best), C(repeats),
+        C(min_effect_pct), C(alpha), C(requests_per_level)),
+        C(surrogate_starts), C(start_design) and C(seed).
         Errors name the field.
     type: raw
     required: true
@@ -140,11 +141,13 @@ max_candidates:
   returned: with step plan and next
   type: int
 max_probes:
-  description: The most probes of one candidate (the playbook's inner loop length).
+  description: The most probes of one candidate (the playbook's inner loop length), C(rate.max_probes) +
+    C(rate.contender_runs).
   returned: with step plan
   type: int
 probe:
-  description: The next probe, C(rate_rps), C(repeats), C(phase) (bracket, bisect, confirm).
+  description: The next probe, C(rate_rps), C(repeats), C(phase) (bracket, bisect, confirm, or contender - runs at the
+    bracket's ends of a candidate close to the best so far).
   returned: with step probe when not done
   type: dict
 bench:

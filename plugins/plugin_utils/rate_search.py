@@ -20,6 +20,13 @@ about where in it the capacity lies. Every run reports how far its worst SLO met
 (``observed / target``: below 1 it held), so the estimate is where that margin, worst run of each end, crosses 1
 between the bracket's ends, interpolated on log-log axes (latency grows like a power of the load near capacity).
 It needs no extra run and stays within the bracket; it is the lower end when the margins do not straddle 1.
+Each end's margin is the geometric mean over its runs, not the worst run: the worst of more runs is higher, so a
+candidate given more runs would rank lower for its extra evidence; the mean of more runs is only steadier.
+
+``contender_probe`` adds runs at the final bracket's ends after the search converged: the search stage asks for
+them while the server is still up when the candidate's estimate is close to the best one's, where a few percent of
+run noise decides the ranking (search_stage.py). They are ordinary runs of the search: a failing one moves the
+bracket down like any other.
 """
 from __future__ import annotations
 
@@ -64,9 +71,12 @@ class _Probes:
                          "slo_margin": [run["slo_margin"] for run in runs],
                          "client_limited": any(run.get("client_limited") for run in runs)})
 
-    def worst_margin(self, rate: float) -> float | None:
+    def log_margin(self, rate: float) -> float | None:
+        """The mean log SLO margin of the runs at ``rate``, or None when a run has none."""
         margins = [run["slo_margin"] for run in self.runs[rate]]
-        return None if not margins or None in margins else max(margins)
+        if not margins or any(margin is None or margin <= 0 for margin in margins):
+            return None
+        return statistics.fmean(math.log(margin) for margin in margins)
 
     def fails(self, rate: float) -> bool:
         return any(not run.get("slo_holds") or run.get("client_limited") for run in self.runs[rate])
@@ -103,15 +113,22 @@ def slo_margin(run: dict) -> float | None:
 
 
 def _estimate(probes: _Probes, rate: float | None) -> float | None:
-    """Where the worst run's SLO margin crosses 1 between ``rate`` and the lowest failing rate (log-log)."""
+    """Where the runs' mean SLO margin crosses 1 between ``rate`` and the lowest failing rate (log-log; the upper
+    end when its runs failed less than their mean margin says, as one failing run of several can)."""
     upper = probes.upper()
     if rate is None or upper is None or _client_limited(probes, upper):
         return rate
-    below, above = probes.worst_margin(rate), probes.worst_margin(upper)
-    if below is None or above is None or not 0 < below < 1 < above:
+    below, above = probes.log_margin(rate), probes.log_margin(upper)
+    if below is None or above is None or not below < 0 or above <= below:
         return rate
-    share = -math.log(below) / (math.log(above) - math.log(below))
+    share = min(-below / (above - below), 1.0)
     return rate * (upper / rate) ** share
+
+
+def _estimate_runs(probes: _Probes, rate: float | None) -> int:
+    """How many runs the estimate rests on: those at ``rate`` and at the lowest failing rate above it."""
+    upper = probes.upper()
+    return sum(len(probes.runs[end]) for end in (rate, upper) if end is not None)
 
 
 def _next_probe(probes: _Probes, start_rate: float, min_rate: float) -> tuple | None:
@@ -179,13 +196,27 @@ def next_probe(log: t.Sequence[dict], *, start_rate: float, min_rate: float = 0.
     measures each probe itself (a playbook calling the bench module) alternates this, its measurement and
     ``add_probe``; ``find_max_rate`` is the same loop with a ``measure`` function."""
     _check_options(start_rate, min_rate, resolution, repeats, max_probes)
-    if len(log) >= max_probes:
+    if sum(entry["phase"] != "contender" for entry in log) >= max_probes:  # contender runs have their own count
         return None
     step = _next_probe(_probes_of(log, repeats, resolution), start_rate, min_rate)
     if step is None:
         return None
     rate, runs, phase = step
     return {"rate_rps": rate, "repeats": runs, "phase": phase}
+
+
+def contender_probe(log: t.Sequence[dict], runs: int, *, repeats: int = DEFAULT_REPEATS,
+                    resolution: float = DEFAULT_RESOLUTION) -> dict | None:
+    """The next of ``runs`` extra runs at the ends of the final bracket (``{rate_rps, repeats, phase: contender}``),
+    half at each end, the end with fewer runs first; None once they are spent or without a bracket of a rate that
+    held and one that failed (nothing to tighten; a client-limited end measures the client)."""
+    probes = _probes_of(log, repeats, resolution)
+    spent = sum(entry["repeats"] for entry in log if entry["phase"] == "contender")
+    lower, upper = probes.best_confirmed(), probes.upper()
+    if spent >= runs or lower is None or upper is None or _client_limited(probes, upper):
+        return None
+    rate = lower if len(probes.runs[lower]) <= len(probes.runs[upper]) else upper
+    return {"rate_rps": rate, "repeats": min(runs - spent, max(runs // 2, 1)), "phase": "contender"}
 
 
 def rate_result(log: t.Sequence[dict], *, start_rate: float, min_rate: float = 0.01,
@@ -197,6 +228,7 @@ def rate_result(log: t.Sequence[dict], *, start_rate: float, min_rate: float = 0
     return {
         "rate_rps": rate,
         "estimate_rps": _estimate(probes, rate),
+        "estimate_runs": _estimate_runs(probes, rate),
         "goodput_rps": _median_goodput(probes.runs[rate]) if rate is not None else None,
         "bracket": [probes.lower(), upper],
         "converged": converged,

@@ -368,7 +368,9 @@ def search_summary(run_dir: Path, host: str, record: dict | None) -> dict | None
     return {"status": record.get("status", "not run"), "slo": _probe_slo(stage_dir),
             "stop_reason": state["strategy"].get("stop_reason"), "spent": state["strategy"].get("spent"),
             "candidates": candidates, "front": _fronts(candidates),
-            "recommendation": _recommendation(run_dir, host, candidates, record),
+            "recommendation": {**_recommendation(run_dir, host, candidates, record),
+                               # the surrogate's probability that best_candidate is the best measured
+                               "best_candidate_confidence": state["strategy"].get("confidence")},
             "gpu_minutes": (record.get("cost") or {}).get("gpu_minutes")}
 
 

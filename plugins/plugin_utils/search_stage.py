@@ -33,8 +33,10 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils import rate_search
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import serialize, write_files
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_space import SearchSpace, parse_space
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_strategy import (
+    START_DESIGN_KINDS,
     Budget,
     GoodputSearch,
+    objective,
     parse_budget,
 )
 
@@ -46,12 +48,17 @@ WORKLOAD_BENCH_KEYS = ("input_len", "output_len", "endpoint", "model", "requests
                        "request_timeout_s", "level_timeout_s", "max_failed_share", "seed", "lengths",
                        "shared_prefix", "multi_turn", "max_client_lag_ms")
 WORKLOAD_ARRIVAL_KEYS = ("process", "burstiness", "max_concurrency")
+# contender_runs: extra runs at the final bracket's ends of a candidate whose estimate is within
+# contender_within_pct of the best so far (the ranking between close candidates is decided by run noise). Off by
+# default: on the goodput benchmark they cost about one start of exploration in 12 and gained less in ranking
+# (benchmarks/README.md, "Selection and exploration").
 RATE_DEFAULTS = {"start_rps": 1.0, "min_rps": 0.01, "resolution": rate_search.DEFAULT_RESOLUTION,
-                 "repeats": rate_search.DEFAULT_REPEATS, "max_probes": rate_search.DEFAULT_MAX_PROBES}
+                 "repeats": rate_search.DEFAULT_REPEATS, "max_probes": rate_search.DEFAULT_MAX_PROBES,
+                 "contender_runs": 0, "contender_within_pct": 5.0}
 # requests_per_level: of each verification run (null: the workload's); longer runs than the probes' give steadier
 # goodput where the adopted configuration is overloaded and the candidate at its boundary.
 VERIFY_DEFAULTS = {"best": 1, "repeats": 5, "min_effect_pct": 2.0, "alpha": 0.05, "requests_per_level": None}
-TOP_KEYS = ("knobs", "budget", "slo", "workload", "rate", "verify", "surrogate_starts", "seed")
+TOP_KEYS = ("knobs", "budget", "slo", "workload", "rate", "verify", "surrogate_starts", "start_design", "seed")
 # Without a restart budget the loop of the playbook still needs a length: at most this many candidates.
 MAX_CANDIDATES = 100
 
@@ -118,6 +125,10 @@ def check_search(search: t.Any) -> list[str]:
         for key in ("repeats", "max_probes"):
             if key in rate:
                 _number(f"{VAR}.rate.{key}", rate[key], errors, integer=True, low=1, inclusive_low=True)
+        if "contender_runs" in rate:
+            _number(f"{VAR}.rate.contender_runs", rate["contender_runs"], errors, integer=True, inclusive_low=True)
+        if "contender_within_pct" in rate:
+            _number(f"{VAR}.rate.contender_within_pct", rate["contender_within_pct"], errors, inclusive_low=True)
         merged = {**RATE_DEFAULTS, **rate}
         if not errors and merged["min_rps"] > merged["start_rps"]:
             errors.append(f"{VAR}.rate.min_rps: must not exceed start_rps ({merged['start_rps']:g}), "
@@ -139,6 +150,9 @@ def check_search(search: t.Any) -> list[str]:
             _number(f"{VAR}.verify.min_effect_pct", verify["min_effect_pct"], errors, inclusive_low=True)
         if "alpha" in verify:
             _number(f"{VAR}.verify.alpha", verify["alpha"], errors, high=0.5)
+    if search.get("start_design", "random") not in START_DESIGN_KINDS:
+        errors.append(f"{VAR}.start_design: must be one of {', '.join(START_DESIGN_KINDS)}, "
+                      f"got {search['start_design']!r}")
     for key in ("surrogate_starts", "seed"):
         if key in search:
             _number(f"{VAR}.{key}", search[key], errors, integer=True, inclusive_low=True)
@@ -180,6 +194,7 @@ class Inputs:
         self.verify = {**VERIFY_DEFAULTS, **(search.get("verify") or {})}
         self.seed = int(search.get("seed", 0))
         self.surrogate_starts = int(search.get("surrogate_starts", 0))
+        self.start_design = search.get("start_design", "random")
 
     def max_candidates(self) -> int:
         """How many candidates the stage may start: the restart budget, else the grid (capped)."""
@@ -243,11 +258,12 @@ class Stage:
 
     def search(self) -> GoodputSearch:
         strategy = self.state.get("strategy")
+        options = {"surrogate_starts": self.inputs.surrogate_starts, "start_design": self.inputs.start_design}
         if strategy is None:
             return GoodputSearch(self.inputs.space, self.inputs.budget, seed=self.inputs.seed, rejects=self.rejects,
-                                 surrogate_starts=self.inputs.surrogate_starts)
+                                 **options)
         return GoodputSearch.from_json(strategy, self.inputs.space, self.inputs.budget, rejects=self.rejects,
-                                       surrogate_starts=self.inputs.surrogate_starts)
+                                       **options)
 
     def _write(self, directory: Path, files: dict[str, t.Any]) -> None:
         texts = {name: serialize(content) for name, content in files.items()}
@@ -266,7 +282,9 @@ class Stage:
     def plan(self) -> dict:
         """What the playbook's loops need before the first step, and where an earlier attempt left the search."""
         search = self.search()
-        return {"max_candidates": self.inputs.max_candidates(), "max_probes": int(self.inputs.rate["max_probes"]),
+        # the playbook's probe loop: the rate search's probes and each contender run in a probe of its own at most
+        max_probes = int(self.inputs.rate["max_probes"]) + int(self.inputs.rate["contender_runs"])
+        return {"max_candidates": self.inputs.max_candidates(), "max_probes": max_probes,
                 "trials": len(search.trials), "spent": search.spent(), "stop_reason": search.stop_reason(),
                 "interrupted": (self.state.get("current") or {}).get("name")}
 
@@ -332,6 +350,11 @@ class Stage:
             self._write(self.trial_dir(current["number"]) / "probes",
                         {f"{len(current['probes']):02d}.json": sweep})
         step = rate_search.next_probe(current["probes"], max_probes=int(self.inputs.rate["max_probes"]), **options)
+        contending = step is None and int(self.inputs.rate["contender_runs"]) > 0
+        if contending and self._contender(search, current["probes"], options) and \
+                self._affords_contender_runs(search, current, self._gpu_minutes(current, facts, environment, scales)):
+            step = rate_search.contender_probe(current["probes"], int(self.inputs.rate["contender_runs"]),
+                                               repeats=options["repeats"], resolution=options["resolution"])
         if step is not None:
             current["planned"] = step
             self.save()
@@ -339,12 +362,32 @@ class Stage:
                     "number": len(current["probes"]) + 1}
         result = rate_search.rate_result(current["probes"], **options)
         trial = search.record_result(current["params"], result["rate_rps"],
-                                     self._gpu_minutes(current, facts, environment, scales), result["estimate_rps"])
+                                     self._gpu_minutes(current, facts, environment, scales), result["estimate_rps"],
+                                     result["estimate_runs"])
         trial["goodput_rps"] = result["goodput_rps"]
         self._write(self.trial_dir(current["number"]), {"rate_search.json": result, "trial.json": trial})
         self.state["current"] = None
         self.save(search)
         return {"done": True, "result": result, "trial": trial, "spent": search.spent()}
+
+    def _contender(self, search: GoodputSearch, probes: list[dict], options: dict) -> bool:
+        """Whether the candidate's estimate is within ``contender_within_pct`` of the best measured so far (or
+        above it): the close race where more runs decide the ranking. The first candidate races nobody."""
+        best = max((objective(trial) for trial in search.trials if trial["state"] == "complete"), default=None)
+        estimate = rate_search.rate_result(probes, **options)["estimate_rps"]
+        if best is None or estimate is None:
+            return False
+        return estimate >= best * (1.0 - float(self.inputs.rate["contender_within_pct"]) / 100.0)
+
+    def _affords_contender_runs(self, search: GoodputSearch, current: dict, gpu_minutes: float) -> bool:
+        """Whether the GPU-minute budget still holds the candidate with its contender runs, each costing as much as
+        its runs so far did on average (start included: an overestimate, so the budget stays a limit)."""
+        limit = search.budget.max_gpu_minutes
+        if limit is None:
+            return True
+        runs = sum(entry["repeats"] for entry in current["probes"] if entry["phase"] != "contender")
+        extra = gpu_minutes * int(self.inputs.rate["contender_runs"]) / max(runs, 1)
+        return search.spent()["gpu_minutes"] + gpu_minutes + extra <= limit
 
     def failed_start(self, failure: dict, environment: dict | None, scales: Scales = Scales()) -> dict:
         """The candidate did not start (the server module rolled it back): an infeasible point of the space."""

@@ -34,7 +34,9 @@ of 480 / 120 requests on the benchmark's grid), as much as the gap between the b
 space, so the highest estimate is often a neighbour of the optimum that was measured lucky. ``best`` therefore
 ranks the measured candidates by the posterior mean of a Gaussian-process surrogate of their estimates over the
 knobs (plugin_utils/surrogate.py: a candidate's own measurement weighed against what its neighbours imply, the
-weights from the measurements' own spread), not by the raw estimate; TPE still learns from the raw estimates.
+weights from the measurements' own spread and each estimate's runs: ``estimate_runs``, more for a contender of
+the search stage), not by the raw estimate; TPE still learns from the raw estimates. ``confidence`` is the
+posterior probability that the first of that ranking is the best measured candidate, reported in the state.
 
 The last ``surrogate_starts`` starts of the budget go to the untried candidate with the highest expected
 improvement under that surrogate (over the measured candidates' best posterior mean), times the surrogate's
@@ -83,6 +85,10 @@ INFEASIBLE_CONSTRAINT = "starts"  # > 0: the server did not start
 # The surrogate starts weigh every untried point of a grid up to this size, else neighbours and random points.
 MAX_SURROGATE_CANDIDATES = 4096
 RANDOM_CANDIDATES = 256
+# start_design latin_hypercube: of this many seeded Latin hypercubes, the one whose two closest points are farthest
+# apart.
+START_DESIGNS = 32
+START_DESIGN_KINDS = ("random", "latin_hypercube")
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,17 @@ def _distribution(knob: Knob) -> t.Any:
     return FloatDistribution(knob.low, knob.high, step=knob.step, log=knob.log)
 
 
+def _value_at(knob: Knob, share: float) -> t.Any:
+    """The knob's value at ``share`` (0 to 1) of its range: the grid value of that stratum, else the range's point
+    (on log axes for a log range)."""
+    values = knob.points()
+    if values is not None:
+        return values[min(int(share * len(values)), len(values) - 1)]
+    if knob.log:
+        return knob.canonical(knob.low * (knob.high / knob.low) ** share)
+    return knob.canonical(knob.low + (knob.high - knob.low) * share)
+
+
 class GoodputSearch:
     """Proposes candidates (``next_candidate``) and learns their outcomes (``record_result``,
     ``record_failed_start``); ``rejects(params)`` returns why a candidate cannot run, or None."""
@@ -132,22 +149,28 @@ class GoodputSearch:
     def __init__(self, space: SearchSpace, budget: Budget, *, seed: int = 0,
                  rejects: t.Callable[[dict], str | None] | None = None,
                  startup_trials: int = DEFAULT_STARTUP_TRIALS, surrogate_starts: int = 0,
-                 trials: t.Iterable[dict] = ()) -> None:
+                 start_design: str = "random", trials: t.Iterable[dict] = ()) -> None:
         if not HAS_OPTUNA:
             raise RuntimeError("the goodput search needs optuna on the controller: install the collection's "
                                "controller requirements (meta/ee-requirements.txt)")
         self.space, self.budget, self.seed = space, budget, seed
         self.rejects, self.startup_trials, self.surrogate_starts = rejects, startup_trials, surrogate_starts
+        if start_design not in START_DESIGN_KINDS:
+            raise ValueError(f"start_design: one of {', '.join(START_DESIGN_KINDS)}, got {start_design!r}")
+        self.start_design = start_design
         self.distributions = {knob.name: _distribution(knob) for knob in space.knobs}
         self.trials: list[dict] = [dict(trial) for trial in trials]
 
     # -- outcomes -----------------------------------------------------------------------------------------------
     def record_result(self, params: t.Mapping, rate_rps: float | None, gpu_minutes: float,
-                      estimate_rps: float | None = None) -> dict:
+                      estimate_rps: float | None = None, estimate_runs: int | None = None) -> dict:
         """The candidate started and was measured: ``rate_rps`` is its highest rate meeting the SLO (None: none),
-        ``estimate_rps`` its capacity as the rate search estimates it (ranks the candidates; default the rate)."""
+        ``estimate_rps`` its capacity as the rate search estimates it (ranks the candidates; default the rate),
+        ``estimate_runs`` the runs that estimate rests on (its weight in the surrogate; default 1)."""
         trial = self._record(params, "complete", value=float(rate_rps or 0.0), gpu_minutes=gpu_minutes)
         trial["estimate_rps"] = float(estimate_rps) if estimate_rps is not None else trial["value"]
+        if estimate_runs:
+            trial["estimate_runs"] = int(estimate_runs)
         return trial
 
     def record_failed_start(self, params: t.Mapping, reason: str, gpu_minutes: float) -> dict:
@@ -236,6 +259,9 @@ class GoodputSearch:
             candidates = self._untried_candidates()
             if candidates:
                 return self._most_promising(candidates)
+        for point in self._start_design() if self.start_design == "latin_hypercube" else ():
+            if self._outcome(self.space.key(point)) is None:
+                return point
         study = self._study()
         for _ask in range(MAX_ASKS):
             trial = study.ask(self.distributions)
@@ -245,6 +271,27 @@ class GoodputSearch:
                 return params
             self._tell_again(study, trial, known)
         return self._unseen_grid_point()
+
+    def _start_design(self) -> list[dict]:
+        """The first ``startup_trials`` candidates of ``start_design: latin_hypercube``: a maximin Latin hypercube
+        over the knobs' positions (seeded), each knob's range cut in as many strata as starts and every stratum taken
+        once, so each knob's low, middle and high values are all measured before TPE models them. TPE's own start-up
+        draws at random: 5 random points of the benchmark's 60 missed its best region (max_running_requests 24-48)
+        in 2 of 20 simulated searches (benchmarks/README.md)."""
+        rng = random.Random(f"{self.seed}:start")
+        count, best, widest = self.startup_trials, [], -1.0
+        for _design in range(START_DESIGNS if count > 1 else 1):
+            columns = []
+            for knob in self.space.knobs:
+                strata = list(range(count))
+                rng.shuffle(strata)
+                columns.append([_value_at(knob, (stratum + rng.random()) / count) for stratum in strata])
+            points = [dict(zip(self.space.names, row)) for row in zip(*columns)]
+            closest = min((math.dist(self._coordinates(a), self._coordinates(b))
+                           for index, a in enumerate(points) for b in points[index + 1:]), default=0.0)
+            if closest > widest:
+                best, widest = points, closest
+        return best
 
     def _study(self) -> t.Any:
         sampler = optuna.samplers.TPESampler(seed=self.seed + len(self.trials),
@@ -273,13 +320,31 @@ class GoodputSearch:
     def _completed(self) -> list[dict]:
         return [trial for trial in self.trials if trial["state"] == "complete"]
 
+    @staticmethod
+    def _noise(completed: list[dict]) -> list[float]:
+        """Each estimate's relative noise variance: 1 / the runs it rests on (a contender's extra runs weigh)."""
+        return [1.0 / trial.get("estimate_runs", 1) for trial in completed]
+
     def smoothed(self) -> dict[int, float]:
         """Each completed trial's number -> the surrogate's posterior mean of its objective (what ``best`` ranks by;
         with fewer than 3 completed trials, their objectives)."""
         completed = self._completed()
         points = [self._coordinates(trial["params"]) for trial in completed]
-        means, _spreads = surrogate.posterior(points, [objective(trial) for trial in completed], points)
+        means, _spreads = surrogate.posterior(points, [objective(trial) for trial in completed], points,
+                                              self._noise(completed))
         return {trial["number"]: mean for trial, mean in zip(completed, means)}
+
+    def confidence(self, number: int | None = None) -> float | None:
+        """The surrogate's posterior probability that trial ``number`` (default: ``best(1)``'s) is truly the best of
+        the measured candidates (None before any was measured): the recommendation's confidence."""
+        completed = self._completed()
+        if not completed:
+            return None
+        points = [self._coordinates(trial["params"]) for trial in completed]
+        chances = surrogate.best_probabilities(points, [objective(trial) for trial in completed],
+                                               self._noise(completed), seed=self.seed)
+        number = self.best(1)[0]["number"] if number is None else number
+        return next(chance for trial, chance in zip(completed, chances) if trial["number"] == number)
 
     def _most_promising(self, candidates: list[dict]) -> dict:
         """The candidate of the highest expected improvement over the best posterior mean, times its probability
@@ -287,7 +352,8 @@ class GoodputSearch:
         completed = self._completed()
         points = [self._coordinates(trial["params"]) for trial in completed]
         queries = [self._coordinates(candidate) for candidate in candidates]
-        means, spreads = surrogate.posterior(points, [objective(trial) for trial in completed], queries + points)
+        means, spreads = surrogate.posterior(points, [objective(trial) for trial in completed], queries + points,
+                                             self._noise(completed))
         incumbent = max(means[len(queries):], default=0.0)
         started = [trial for trial in self.trials if trial["state"] != "invalid"]
         odds, _spreads = surrogate.posterior([self._coordinates(trial["params"]) for trial in started],
@@ -353,18 +419,25 @@ class GoodputSearch:
 
     def to_json(self) -> dict:
         smoothed = self.smoothed()
+        ranking = sorted(self._completed(), key=lambda trial: (-smoothed[trial["number"]], trial["number"]))
         return {"schema_version": SCHEMA_VERSION, "seed": self.seed, "startup_trials": self.startup_trials,
-                "surrogate_starts": self.surrogate_starts,
+                "surrogate_starts": self.surrogate_starts, "start_design": self.start_design,
                 "space": self.space.as_dict(), "budget": self.budget.as_dict(), "spent": self.spent(),
                 "stop_reason": self.stop_reason(), "trials": self.trials,
                 # the ranking best() makes, highest first: number and posterior mean (run_report's best candidate)
                 "ranking": [{"number": trial["number"], "smoothed_rps": round(smoothed[trial["number"]], 6)}
-                            for trial in self.best(len(self.trials))]}
+                            for trial in ranking],
+                # how likely the first of the ranking is the best measured (the surrogate's posterior)
+                "confidence": self._rounded(self.confidence(ranking[0]["number"]) if ranking else None)}
+
+    @staticmethod
+    def _rounded(value: float | None) -> float | None:
+        return None if value is None else round(value, 3)
 
     @classmethod
     def from_json(cls, state: dict, space: SearchSpace, budget: Budget,
                   rejects: t.Callable[[dict], str | None] | None = None,
-                  surrogate_starts: int = 0) -> "GoodputSearch":
+                  surrogate_starts: int = 0, start_design: str = "random") -> "GoodputSearch":
         """Resume from ``to_json()``; the space must be the one it was made for (the budget and the surrogate
         starts may have changed)."""
         if state.get("schema_version") != SCHEMA_VERSION:
@@ -378,4 +451,4 @@ class GoodputSearch:
                 raise ValueError(f"search state: trial {trial.get('number')} has state {trial.get('state')!r}, "
                                  f"not one of {', '.join(STATES)}")
         return cls(space, budget, seed=state["seed"], rejects=rejects, startup_trials=state["startup_trials"],
-                   surrogate_starts=surrogate_starts, trials=state["trials"])
+                   surrogate_starts=surrogate_starts, start_design=start_design, trials=state["trials"])

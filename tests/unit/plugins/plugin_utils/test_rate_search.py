@@ -9,6 +9,7 @@ import random
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.plugin_utils import rate_search
 from ansible_collections.llmops.sglang.plugins.plugin_utils.rate_search import find_max_rate
 
 CAPACITY = 7.3  # req/s
@@ -146,3 +147,55 @@ def test_wrong_options_fail_before_anything_is_measured(options, message):
     with pytest.raises(ValueError) as error:
         find_max_rate(server.measure, **options)
     assert message in str(error.value) and not server.calls
+
+
+def margin_runs(margins: list[float]) -> list[dict]:
+    """Open-loop runs whose TTFT p90 is ``margin`` x its 1 s target (<= 1: the SLO held)."""
+    return [{"slo_holds": margin <= 1.0, "goodput_rps": 1.0,
+             "slo": {"ttft_ms": {"target": 1000.0, "percentile": 90.0, "observed": 1000.0 * margin}}}
+            for margin in margins]
+
+
+def test_the_estimate_interpolates_each_ends_mean_margin_not_its_worst_run():
+    log = rate_search.add_probe([], 8.0, "bracket", margin_runs([0.5, 0.9]))
+    log = rate_search.add_probe(log, 10.0, "bracket", margin_runs([1.2]))
+    result = rate_search.rate_result(log, start_rate=8.0, resolution=0.5, repeats=2)
+    # the lower end's geometric mean margin is sqrt(0.45); the worst run's (0.9) would give 8.67 req/s
+    share = -math.log(math.sqrt(0.45)) / (math.log(1.2) - math.log(math.sqrt(0.45)))
+    assert result["estimate_rps"] == pytest.approx(8.0 * 1.25 ** share) == pytest.approx(9.33, abs=0.01)
+    assert result["estimate_runs"] == 3
+    # more runs of the same margins leave it where it was: extra runs only steady it
+    more = rate_search.add_probe(log, 8.0, "contender", margin_runs([0.5, 0.9]))
+    assert rate_search.rate_result(more, start_rate=8.0, resolution=0.5, repeats=2)["estimate_rps"] == \
+        pytest.approx(result["estimate_rps"])
+
+
+def test_contender_runs_go_to_both_ends_of_the_final_bracket_and_have_their_own_probe_count():
+    options = {"start_rate": 1.0, "resolution": 0.1, "repeats": 2}
+    log = find_max_rate(power_law_server(7.7), **options)["probes"]
+    lower, upper = rate_search.rate_result(log, **options)["bracket"]
+    measure, added = power_law_server(7.7), []
+    while (step := rate_search.contender_probe(log, 4, repeats=2, resolution=0.1)) is not None:
+        added.append((step["rate_rps"], step["repeats"], step["phase"]))
+        log = rate_search.add_probe(log, step["rate_rps"], step["phase"], measure(step["rate_rps"], step["repeats"]))
+    assert sorted(added) == [(lower, 2, "contender"), (upper, 2, "contender")]
+    assert rate_search.contender_probe(log, 4, repeats=2, resolution=0.1) is None  # all 4 spent
+
+
+def test_no_contender_runs_without_a_bracket_of_a_held_and_a_failed_rate():
+    log = rate_search.add_probe([], 8.0, "bracket", margin_runs([0.5]))
+    assert rate_search.contender_probe(log, 4, repeats=1, resolution=0.1) is None
+
+
+def test_a_failing_contender_run_moves_the_bracket_down_and_the_search_goes_on_past_its_max_probes():
+    options = {"start_rate": 4.0, "resolution": 0.3, "repeats": 2}
+    log = rate_search.add_probe([], 4.0, "bracket", margin_runs([0.5]))
+    log = rate_search.add_probe(log, 8.0, "bracket", margin_runs([1.5]))
+    log = rate_search.add_probe(log, math.sqrt(32.0), "bisect", margin_runs([0.9, 0.9]))
+    log = rate_search.add_probe(log, math.sqrt(8.0 * math.sqrt(32.0)), "bisect", margin_runs([1.1, 1.1]))
+    assert rate_search.next_probe(log, max_probes=4, **options) is None  # converged: 5.66 req/s
+    failed = rate_search.add_probe(log, math.sqrt(32.0), "contender", margin_runs([1.02]))
+    # 5.66 no longer holds in every run: the promise falls to the bracket below it, bisected by a probe of the
+    # search's own: with max_probes 5 it has one left, the contender probe counts against the contender runs
+    step = rate_search.next_probe(failed, max_probes=5, **options)
+    assert step == {"rate_rps": pytest.approx(math.sqrt(4.0 * math.sqrt(32.0))), "repeats": 2, "phase": "bisect"}

@@ -270,3 +270,11 @@ def test_a_search_where_no_candidate_met_the_slo_keeps_the_adopted_configuration
             "configuration stays.\n\nNothing was re-verified.") in text
     assert run_report.search_lines(run_report.build_summary(run_dir))[0].startswith(
         "gpu1: search recommends keeping the adopted configuration: no candidate met the SLO (p99 TPOT <= 5 ms")
+
+
+def test_the_best_candidate_comes_with_the_surrogates_confidence_in_it(run_dir):
+    assert search_of(run_dir)["recommendation"]["best_candidate_confidence"] is None  # a state from before it
+    state = read(stage_dir(run_dir) / "search.json")
+    state["strategy"]["confidence"] = 0.62
+    write(stage_dir(run_dir) / "search.json", state)
+    assert search_of(run_dir)["recommendation"]["best_candidate_confidence"] == 0.62

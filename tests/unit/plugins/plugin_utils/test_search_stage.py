@@ -96,6 +96,53 @@ def test_a_trial_is_ranked_by_the_estimate_its_slo_margins_give(tmp_path):
     assert json.loads((tmp_path / "search.json").read_text())["strategy"]["surrogate_starts"] == 1
 
 
+def close_capacity(params: dict) -> float:
+    """Two candidates at 10 req/s, one 2 % below them, one at half."""
+    if params["max_running_requests"] == 32:
+        return 10.0
+    return 9.8 if params["mem_fraction_static"] == 0.97 else 5.0
+
+
+@pytest.mark.parametrize("budget", [{"max_restarts": 4}, {"max_gpu_minutes": 1e6}])
+def test_a_candidate_close_to_the_best_gets_contender_runs_at_its_bracket_while_its_server_is_up(tmp_path, budget):
+    assert Stage(tmp_path / "off", Inputs(SEARCH)).plan()["max_probes"] == 12  # off by default
+    stage = Stage(tmp_path, Inputs({**SEARCH, "budget": budget, "rate": {**SEARCH["rate"], "contender_runs": 4}}))
+    assert stage.plan()["max_probes"] == 12 + 4  # the playbook's probe loop has room for them
+    best, closes = None, []
+    for _candidate in range(4):
+        params = stage.next_candidate(ADOPTED)["params"]
+        step = stage.probe(None, None, {"gpus": 1})
+        phases = []
+        while not step["done"]:
+            phases.append(step["probe"]["phase"])
+            step = stage.probe(sweep(step["probe"]["rate_rps"], step["probe"]["repeats"], close_capacity(params)),
+                               None, {"gpus": 1})
+        contender = [probe for probe in step["result"]["probes"] if probe["phase"] == "contender"]
+        close = best is not None and step["trial"]["estimate_rps"] >= 0.95 * best
+        closes.append(close)
+        # within 5 % of the best so far: 4 more runs, 2 at each end of the final bracket; else none
+        assert sum(probe["repeats"] for probe in contender) == (4 if close else 0), (params, phases)
+        assert {probe["rate_rps"] for probe in contender} == (set(step["result"]["bracket"]) if close else set())
+        assert step["trial"]["estimate_runs"] == step["result"]["estimate_runs"]
+        best = max(best or 0.0, step["trial"]["estimate_rps"])
+    assert True in closes and False in closes  # the first candidate races nobody
+    assert stage.search().to_json()["confidence"] is not None
+
+
+def test_contender_runs_that_would_overrun_the_gpu_minute_budget_are_not_taken(tmp_path):
+    stage = Stage(tmp_path, Inputs({**SEARCH, "budget": {"max_gpu_minutes": 130.0},
+                                    "rate": {**SEARCH["rate"], "contender_runs": 4}}))
+    search = stage.search()
+    search.record_result({"max_running_requests": 32, "mem_fraction_static": 0.81}, 10.0, 60.0)
+    stage.save(search)
+    stage.next_candidate(ADOPTED)
+    current = stage.state["current"]
+    current["probes"] = [{"rate_rps": 8.0, "phase": "bisect", "repeats": 2}]
+    # 30 GPU-minutes for 2 runs: 4 more would cost about 60, past the 130 with the 60 spent
+    assert not stage._affords_contender_runs(stage.search(), current, 30.0)
+    assert stage._affords_contender_runs(stage.search(), current, 10.0)
+
+
 def test_the_stepped_rate_search_is_find_max_rate():
     options = {"start_rate": 4, "resolution": 0.1, "repeats": 2}
     stepped, log = None, []
@@ -176,12 +223,15 @@ def test_the_verdict_adopts_only_a_significant_goodput_gain(tmp_path):
     ({"budget": {}}, "tuning_run_search.budget: set max_restarts and/or max_gpu_minutes"),
     ({"slo": {"ttft": {"target": 1}}}, "tuning_run_search.slo.ttft: unknown latency"),
     ({"rate": {"repeats": 0}}, "tuning_run_search.rate.repeats: must be an integer >= 1, got 0"),
+    ({"rate": {"contender_runs": -2}}, "tuning_run_search.rate.contender_runs: must be an integer >= 0, got -2"),
     ({"verify": {"repeats": 2}}, "tuning_run_search.verify.repeats: must be an integer >= 3, got 2"),
     ({"workload": {"arrival": {}}}, "tuning_run_search.workload.arrival: unknown key"),
     ({"surrogate_starts": -1}, "tuning_run_search.surrogate_starts: must be an integer >= 0, got -1"),
+    ({"start_design": "grid"}, "tuning_run_search.start_design: must be one of random, latin_hypercube, got 'grid'"),
     ({"knobs": {"max-running-requests": {"values": [1, 2]}}}, "tuning_run_search.knobs: 'max-running-requests' is "
                                                                "not a server arg name"),
-], ids=["budget", "slo", "rate", "verify", "workload", "surrogate_starts", "knobs"])
+], ids=["budget", "slo", "rate", "contender_runs", "verify", "workload", "surrogate_starts", "start_design",
+                                 "knobs"])
 def test_input_errors_name_the_field(change, message):
     errors = check_search({**SEARCH, **change})
     assert any(error.startswith(message) for error in errors), errors

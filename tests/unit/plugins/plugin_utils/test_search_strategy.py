@@ -272,3 +272,54 @@ def test_a_wrong_budget_fails_naming_the_field(budget, message):
 
 def test_a_budget_of_both_kinds_parses():
     assert parse_budget({"max_restarts": 12, "max_gpu_minutes": 600}) == Budget(12, 600.0)
+
+
+def test_the_pick_is_reported_with_its_confidence_and_estimates_of_more_runs_weigh_more():
+    space = parse_space({"max_running_requests": {"values": [8, 16, 24, 32, 40, 48, 56]}})
+    hill = {8: 6.0, 16: 8.0, 24: 9.4, 32: 10.0, 40: 9.4, 48: 8.0, 56: 6.0}
+
+    def measured(lucky_runs: int, lucky: float) -> GoodputSearch:
+        """Every value measured exactly from 4 runs, except 40: ``lucky`` req/s from ``lucky_runs``."""
+        search = GoodputSearch(space, Budget(max_restarts=10))
+        for value, rate in hill.items():
+            if value == 40:
+                search.record_result({"max_running_requests": 40}, lucky, 5.0, lucky, lucky_runs)
+            else:
+                search.record_result({"max_running_requests": value}, rate, 5.0, rate, 4)
+        return search
+
+    # one lucky run at 40 is outweighed by its neighbours; the same value from many runs is believed
+    one, many = measured(1, 10.6), measured(40, 10.6)
+    assert one.trials[4]["estimate_runs"] == 1
+    assert one.smoothed()[4] < many.smoothed()[4]
+    assert many.best(1)[0]["params"] == {"max_running_requests": 40}
+    state = many.to_json()
+    assert state["confidence"] == pytest.approx(many.confidence(), abs=1e-3) and 0.5 < state["confidence"] <= 1.0
+    assert state["ranking"][0]["number"] == many.best(1)[0]["number"]
+    assert GoodputSearch(space, Budget(max_restarts=1)).confidence() is None
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_latin_hypercube_start_measures_every_stratum_of_every_knob_before_tpe(seed):
+    space = parse_space({"max_running_requests": {"values": [8, 16, 24, 32, 48]},
+                         "cuda_graph_max_bs": {"values": [8, 16, 32, 48]},
+                         "speculative_num_steps": {"values": [1, 2, 3]},
+                         "mem_fraction_static": {"low": 0.80, "high": 0.90}})
+    search = GoodputSearch(space, Budget(max_restarts=8), seed=seed, start_design="latin_hypercube")
+    first = []
+    for _start in range(5):
+        params = search.next_candidate()
+        first.append(params)
+        search.record_result(params, 1.0, 1.0)
+    # 5 starts, 5 strata per knob: every value of the 5-value knob once, the low and high end of every other
+    assert sorted(point["max_running_requests"] for point in first) == [8, 16, 24, 32, 48]
+    for name in ("cuda_graph_max_bs", "speculative_num_steps"):
+        values = space.knobs[space.names.index(name)].values
+        assert {values[0], values[-1]} <= {point[name] for point in first}
+    fractions = sorted(point["mem_fraction_static"] for point in first)
+    assert [int((value - 0.80) / 0.02) for value in fractions] == [0, 1, 2, 3, 4]
+    again = GoodputSearch(space, Budget(max_restarts=8), seed=seed, start_design="latin_hypercube")
+    assert again.next_candidate() == first[0]  # seeded
+    assert search.to_json()["start_design"] == "latin_hypercube"
+    with pytest.raises(ValueError, match="start_design: one of random, latin_hypercube"):
+        GoodputSearch(space, Budget(max_restarts=8), start_design="sobol")

@@ -8,6 +8,8 @@ import math
 import random
 import statistics
 
+import pytest
+
 from ansible_collections.llmops.sglang.plugins.plugin_utils import surrogate
 
 GRID = [(i / 4, j / 4) for i in range(5) for j in range(5)]
@@ -67,3 +69,37 @@ def test_an_unmeasured_point_is_uncertain_and_its_expected_improvement_is_positi
     assert surrogate.expected_improvement(means[0], spreads[0], max(values)) > 0
     assert surrogate.expected_improvement(1.0, 0.0, 2.0) == 0.0
     assert math.isclose(surrogate.expected_improvement(3.0, 0.0, 2.0), 1.0)
+
+
+def test_a_measurement_of_more_runs_is_trusted_more():
+    # a hill measured at 7 points; the middle one 10 % high
+    points = [(i / 6,) for i in range(7)]
+    values = [10.0 - 8.0 * (point[0] - 0.5) ** 2 for point in points]
+    values[3] *= 1.1
+    equal, _spreads = surrogate.posterior(points, values, points)
+    weighted, _spreads = surrogate.posterior(points, values, points, noise=[1.0] * 3 + [0.1] + [1.0] * 3)
+    # its own measurement weighs more against its neighbours': the posterior mean stays closer to it
+    assert abs(weighted[3] - values[3]) < abs(equal[3] - values[3])
+    # equal weights of any size are the unweighted surrogate
+    assert surrogate.posterior(points, values, points, noise=[2.0] * 7)[0] == pytest.approx(equal)
+
+
+def test_noise_weights_must_be_one_positive_number_per_point():
+    with pytest.raises(ValueError, match="one weight > 0 per point"):
+        surrogate.posterior([(0.0,), (0.5,), (1.0,)], [1.0, 2.0, 1.5], [(0.2,)], noise=[1.0, 0.0, 1.0])
+
+
+def test_the_probability_of_being_best_is_high_for_a_clear_winner_and_split_between_equals():
+    points = [(i / 4, j / 4) for i in range(5) for j in range(5)][::2]
+    clear = [truth(point) for point in points]
+    clear[6] += 3.0  # far above every other
+    chances = surrogate.best_probabilities(points, clear)
+    assert sum(chances) == pytest.approx(1.0)
+    assert max(range(len(points)), key=lambda i: chances[i]) == 6 and chances[6] > 0.8
+    assert surrogate.best_probabilities(points, clear) == chances  # seeded: deterministic
+    # two far-apart points measured equal and highest: neither is sure
+    tied = [0.0] * len(points)
+    tied[0] = tied[-1] = 5.0
+    split = surrogate.best_probabilities(points, tied)
+    assert 0.2 < split[0] < 0.8 and 0.2 < split[-1] < 0.8
+    assert surrogate.best_probabilities([(0.0,), (1.0,)], [3.0, 5.0]) == [0.0, 1.0]
