@@ -200,11 +200,11 @@ def test_make_ee_gives_a_build_context_with_the_built_collection(tmp_path):
 def test_make_ee_fails_where_the_context_lacks_the_collection(tmp_path):
     """A build whose tarball never reaches the context (here: ansible-galaxy builds nothing) is an error naming the
     missing file, not "Complete!"."""
-    venv = tmp_path / "venv"
+    venv, real = tmp_path / "venv", Path(sys.prefix)
     (venv / "bin").mkdir(parents=True)
-    real = Path(sys.executable).parent
-    for tool in ("python", "ansible-builder"):
-        (venv / "bin" / tool).symlink_to(real / tool)
+    # The test venv seen through another prefix: its config and packages, its python and ansible-builder.
+    for path in ("pyvenv.cfg", "lib", "bin/python", "bin/ansible-builder"):
+        (venv / path).symlink_to(real / path)
     (venv / "bin" / "ansible-galaxy").write_text("#!/bin/sh\nexit 0\n")
     (venv / "bin" / "ansible-galaxy").chmod(0o755)
     result = _ee_context(tmp_path / "context", venv)
