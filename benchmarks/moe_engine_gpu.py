@@ -217,7 +217,10 @@ def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict)
         rows[str(m)] = {"engine": picked, "engine_us": ours, "best": best, "best_us": best_us,
                         "ratio": ours / best_us, "default_us": final["up"][default] + final["down"][default],
                         "configs_timed": {k: len(screen[k][m]) for k in screen}}
-    return {"precompile_s": round(precompile_s, 1), "screen_s": round(screen_s, 1),
+    # Every screen time, so other staging policies can be replayed offline against the same measurements.
+    times = {k: {str(m): {key: round(t, 3) for key, t in by_key.items()} for m, by_key in by_m.items()}
+             for k, by_m in screen.items()}
+    return {"precompile_s": round(precompile_s, 1), "screen_s": round(screen_s, 1), "screen": times,
             "screens_held_again": bench.held_again, "space": len(space), "per_m": rows,
             "worst_ratio": max(row["ratio"] for row in rows.values())}
 
