@@ -822,6 +822,7 @@ class Engine:
         self.final: dict[str, dict[int, dict[str, float]]] = {k: {} for k in KERNELS}
         self.failed: dict[str, dict[str, str]] = {k: {} for k in KERNELS}
         self.resumed = 0
+        self.device, self.ready = None, {}
         self.stats = {"compiles": 0, "compile_seconds": 0.0, "variants": 0, "measurements": 0, "lost": 0,
                       "screens_held_again": 0, "batch_size_groups": {}, "stages": {}, "timeline": {}}
 
@@ -833,19 +834,20 @@ class Engine:
         self.compilers = Pool(compile_worker, self.job, self.job["gpus"][:1], self.job["compile_workers"])
         try:
             main_bench = _MainSide(self.job)
+            self._mark("main_side")
             self.job = {**self.job, "kernels": main_bench.kernels(self.job["kernels"])}
-            self.device = self._wait_ready(self.timers, len(self.job["gpus"]))
-            emit("ready", device=self.device["name"], gpus=len(self.job["gpus"]))
-            self._mark("ready")
             defaults = {k: main_bench.defaults(k) for k in self.job["kernels"]}
             self.candidates = {k: candidates(self.job["configs"], defaults[k]) for k in self.job["kernels"]}
             self.defaults = {k: {m: config_key(config) for m, config in zip(self.sizes, defaults[k])}
                              for k in self.job["kernels"]}
             todo = self._todo_sizes()
             self.resumed = len(self.sizes) - len(todo)
-            if todo:
+            if todo:  # compiles start as soon as compile workers are up: screens queue until a GPU's worker is
                 self._compile_and_screen(todo)
                 self._refine(todo)
+            while self.device is None:
+                for _message in self._messages([self.timers]):
+                    pass
             result = self._result(main_bench)
         except BaseException:
             self._save_checkpoint()  # compile results and finished batch sizes survive a deadline or a failure
@@ -866,16 +868,19 @@ class Engine:
         for pool, (kind, _wid, payload) in receive(pools, timeout):
             if kind == "fatal":
                 raise RuntimeError(payload)
+            if kind == "ready":
+                self._worker_ready(pool, payload)
             yield pool, kind, payload
 
-    def _wait_ready(self, pool: Pool, count: int):
-        facts, ready = None, 0
-        while ready < count:
-            for _pool, kind, payload in self._messages([pool]):
-                if kind == "ready":
-                    ready += 1
-                    facts = facts or payload
-        return facts
+    def _worker_ready(self, pool: Pool, facts) -> None:
+        """A worker is up; the first timing worker's device facts are the run's (its GPU, as torch reports it)."""
+        self.ready[id(pool)] = self.ready.get(id(pool), 0) + 1
+        if pool is self.timers and self.device is None:
+            self.device = facts
+            emit("ready", device=facts["name"], gpus=len(self.job["gpus"]))
+            self._mark("timers_ready")
+        elif pool is self.compilers and self.ready[id(pool)] == self.job["compile_workers"]:
+            self._mark("compilers_ready")
 
     def _check_deadline(self) -> None:
         if time.time() > self.deadline:
@@ -958,6 +963,8 @@ class Engine:
         self.checkpoint["compile"][f"{kernel}/{key}"] = record["status"]
         self.stats["compiles"] += 1
         self.stats["compile_seconds"] += record.get("seconds", 0.0)
+        if self.stats["compiles"] == 1:
+            self._mark("first_compile")
         self._compile_done()
         state = self.stages[kernel]
         if record["status"] != "ok":

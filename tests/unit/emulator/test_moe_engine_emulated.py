@@ -233,7 +233,10 @@ def test_staged_compiles_the_main_class_for_all_and_the_others_for_the_leaders(d
         best = moe_engine.joint_pick(times["up"], times["down"])
         picked = sum(model.gemm_time_us(problem, m, k, result["files"][k]["configs"][str(m)]) for k in KERNELS)
         assert picked <= (best["up_us"] + best["down_us"]) * 1.02, m
-    assert set(result["stats"]["timeline"]) == {"ready", "screened", "refined", "checked"}
+    timeline = result["stats"]["timeline"]
+    assert set(timeline) == {"main_side", "timers_ready", "compilers_ready", "first_compile", "screened", "refined",
+                             "checked"}
+    assert timeline["first_compile"] <= timeline["screened"] <= timeline["refined"] <= timeline["checked"]
     assert [e for e in dense["events"] if e["event"] == "compile" and e.get("pending") == 0]
 
 
