@@ -30,6 +30,7 @@ written atomically only when every (kernel, M) is tuned. Exit codes: 0 done, 2 b
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import inspect
 import json
@@ -822,9 +823,10 @@ class Engine:
         self.final: dict[str, dict[int, dict[str, float]]] = {k: {} for k in KERNELS}
         self.failed: dict[str, dict[str, str]] = {k: {} for k in KERNELS}
         self.resumed = 0
-        self.device, self.ready = None, {}
+        self.device, self.ready, self.pending_checks = None, {}, {}
         self.stats = {"compiles": 0, "compile_seconds": 0.0, "variants": 0, "measurements": 0, "lost": 0,
-                      "screens_held_again": 0, "batch_size_groups": {}, "stages": {}, "timeline": {}}
+                      "screens_held_again": 0, "timed_while_compiling": 0, "batch_size_groups": {}, "stages": {},
+                      "timeline": {}}
 
     def run(self) -> dict:
         os.makedirs(self.job["work_dir"], exist_ok=True)
@@ -843,8 +845,7 @@ class Engine:
             todo = self._todo_sizes()
             self.resumed = len(self.sizes) - len(todo)
             if todo:  # compiles start as soon as compile workers are up: screens queue until a GPU's worker is
-                self._compile_and_screen(todo)
-                self._refine(todo)
+                self._tune(todo)
             while self.device is None:
                 for _message in self._messages([self.timers]):
                     pass
@@ -886,13 +887,19 @@ class Engine:
         if time.time() > self.deadline:
             raise TimeoutError(f"deadline of {self.job['deadline_s']:g}s reached")
 
-    def _compile_and_screen(self, todo: list[int]) -> None:
+    def _tune(self, todo: list[int]) -> None:
         """Each kernel's candidates, stage by stage (``stage_plan``): a probe (the release's default config at every
         batch size) shows the kernel's specialisation classes; each stage's compiles are screened as they finish,
-        and a kernel's next stage starts when its last screen is in. The two kernels' stages overlap."""
+        and a kernel's next stage starts when its last screen is in (the two kernels' stages overlap). A batch size
+        no later stage of either kernel screens at is refined while the compiles go on: refines, finals and checks
+        wait in a backlog for a GPU with no screen queued, so they fill the GPU's idle time and never hold a stage
+        up. Each checked batch size is checkpointed."""
         known = self.checkpoint.setdefault("compile", {})
-        self.todo, self.compiling = todo, 0
+        self.todo, self.compiling, self.screening, self.timing_out = todo, 0, 0, 0
         self.stages = {kernel: {"plan": None, "index": -1, "pending": 0} for kernel in self.job["kernels"]}
+        self.settled = {kernel: set() for kernel in self.job["kernels"]}
+        self.backlog: collections.deque = collections.deque()
+        self.unchecked = set(todo)
         for kernel in self.job["kernels"]:
             probe = next((key for key in self.defaults[kernel].values() if known.get(f"{kernel}/{key}", "ok") == "ok"),
                          None)
@@ -903,23 +910,34 @@ class Engine:
                 self.stages[kernel]["plan"] = stage_plan(self.sizes, None, staged=False)
                 self._next_stage(kernel)
         emit("compile", workers=self.job["compile_workers"], staged=self.timing["staged"])
-        while any(state["pending"] for state in self.stages.values()):
+        while self.unchecked:
             for pool, kind, payload in self._messages([self.compilers, self.timers]):
                 if kind == "compiled":
                     self._compiled(payload)
                 elif kind == "screen":
                     self._screened(payload)
-                elif kind == "lost":  # the process died on this task: the config is skipped, never retried
-                    self.stats["lost"] += 1
-                    kernel, key = payload if pool is self.compilers else payload[1].split("/")
-                    status = "compile:crashed" if pool is self.compilers else "launch:crashed"
-                    self.failed[kernel][key] = status
-                    if pool is self.compilers:
-                        known[f"{kernel}/{key}"] = status
-                        self._compile_done()
-                    self._task_done(kernel)
-        self._mark("screened")
-        self._save_checkpoint()
+                elif kind in ("refine", "check"):
+                    self._timed(kind, payload)
+                elif kind == "lost":
+                    self._lost(pool, payload)
+            self._release_timing()
+        self._mark("checked")
+
+    def _lost(self, pool, payload) -> None:
+        """A worker died on a task: a config it compiled or screened is skipped, never retried; a refine or check
+        (configs that ran before) ends the run."""
+        self.stats["lost"] += 1
+        if pool is self.compilers:
+            kernel, key = payload
+            self.failed[kernel][key] = self.checkpoint["compile"][f"{kernel}/{key}"] = "compile:crashed"
+            self._compile_done()
+        elif payload[0] == "screen":
+            kernel, key = payload[1].split("/")
+            self.failed[kernel][key] = "launch:crashed"
+            self.screening -= 1
+        else:
+            raise RuntimeError(f"a timing process died during {payload[0]} {payload[1]}")
+        self._task_done(kernel)
 
     def _put_compile(self, kernel: str, key: str, sizes: list[int]) -> None:
         self.compilers.put((kernel, key, self.candidates[kernel][key], sizes))
@@ -957,6 +975,24 @@ class Engine:
                 self._put_compile(kernel, key, sizes)
             self.stats["stages"].setdefault(kernel, []).append(
                 {**stage, "sizes": sizes, "configs": len(keys) if sizes else 0, "t": self._elapsed()})
+        later = {m for stage in state["plan"][state["index"]:] for m in stage["sizes"]} if state["pending"] else set()
+        self._settle(kernel, [m for m in self.todo if m not in later])
+        if not any(other["pending"] or other["plan"] is None for other in self.stages.values()):
+            self._mark("screened")
+            self._save_checkpoint()
+
+    def _settle(self, kernel: str, sizes: list[int]) -> None:
+        """``kernel`` screens nothing more at ``sizes``: where both kernels are settled, the batch size is refined."""
+        new = [m for m in sizes if m not in self.settled[kernel]]
+        self.settled[kernel].update(new)
+        for m in new:
+            if all(m in settled for settled in self.settled.values()):
+                for each in self.job["kernels"]:
+                    times = {key: by_m[m] for key, by_m in self.screen[each].items() if m in by_m}
+                    keys = refine_set(times, self.timing["refine_share"], self.timing["refine_min"])
+                    if self.defaults[each][m] in times:
+                        keys.append(self.defaults[each][m])
+                    self.backlog.append(self._refine_task(each, m, keys, rounds=1, final=False))
 
     def _compiled(self, payload) -> None:
         kernel, key, record = payload
@@ -981,9 +1017,11 @@ class Engine:
                                         "config": self.candidates[kernel][key], "sizes": sizes,
                                         "launches": self.timing["screen_launches"]}))
             state["pending"] += 1
+            self.screening += 1
         self._task_done(kernel)
 
     def _screened(self, payload: dict) -> None:
+        self.screening -= 1
         kernel, key = payload["kernel"], payload["key"]
         if "error" in payload:
             self.failed[kernel][key] = "launch:" + payload["error"][:80]
@@ -1000,83 +1038,72 @@ class Engine:
         """A point of the run's timeline (seconds since the start), in the result: where the wall time went."""
         self.stats["timeline"][event] = self._elapsed()
 
-    def _refine(self, todo: list[int]) -> None:
-        """Per (kernel, M): the leaders of the screen get ``refine_reps`` more replays on one GPU; the fastest
-        ``final_top`` and the best of every BLOCK_SIZE_M then run ``final_reps`` interleaved on one GPU, and those
-        samples alone decide. Each M's pick is checked against the reference and checkpointed."""
-        tasks = 0
-        for kernel in self.job["kernels"]:
-            for m in todo:
-                times = {key: by_m[m] for key, by_m in self.screen[kernel].items() if m in by_m}
-                keys = refine_set(times, self.timing["refine_share"], self.timing["refine_min"])
-                if self.defaults[kernel][m] in times:
-                    keys.append(self.defaults[kernel][m])
-                self._put_refine(kernel, m, keys, rounds=1, final=False)
-                tasks += 1
-        emit("refine", tasks=tasks)
-        self._drain("refine", tasks, self._refined)
-        self._mark("refined")
-        self._pick_and_check(todo)
-        self._mark("checked")
+    def _release_timing(self) -> None:
+        """Backlog tasks to the GPUs while none has a screen queued, one per GPU at a time."""
+        while self.backlog and not self.screening and self.timing_out < len(self.job["gpus"]):
+            self.timers.put(self.backlog.popleft())
+            self.timing_out += 1
+            self.stats["timed_while_compiling"] += bool(self.compiling)
 
-    def _put_refine(self, kernel: str, m: int, keys: list[str], rounds: int, final: bool) -> None:
+    def _refine_task(self, kernel: str, m: int, keys: list[str], rounds: int, final: bool) -> tuple:
         configs = {key: self.candidates[kernel][key] for key in dict.fromkeys(keys)}
-        self.timers.put(("refine", {"id": f"{kernel}/{m}/{'final' if final else 'refine'}", "kernel": kernel,
-                                    "m": m, "configs": configs, "reps": self.timing["refine_reps"],
-                                    "rounds": rounds, "final": final}))
+        return ("refine", {"id": f"{kernel}/{m}/{'final' if final else 'refine'}", "kernel": kernel, "m": m,
+                           "configs": configs, "reps": self.timing["refine_reps"], "rounds": rounds, "final": final})
 
-    def _drain(self, kind: str, pending: int, handle) -> None:
-        """Wait for ``pending`` results of ``kind`` and for the follow-up tasks their handler queues."""
-        while pending:
-            for _pool, got, payload in self._messages([self.timers]):
-                if got == "lost":
-                    raise RuntimeError(f"a timing process died during {kind} {payload}")
-                if got == kind:
-                    if "error" in payload:
-                        raise RuntimeError(f"{kind} {payload['id']} failed: {payload['error']}")
-                    pending += handle(payload) - 1
+    def _timed(self, kind: str, payload: dict) -> None:
+        """A refine, final or check result. Per (kernel, M): the screen's leaders get ``refine_reps`` replays; the
+        fastest ``final_top``, the best of every BLOCK_SIZE_M and the default then run ``final_reps`` interleaved,
+        and those samples alone decide; the pick is checked against the reference."""
+        self.timing_out -= 1
+        if "error" in payload:
+            raise RuntimeError(f"{kind} {payload['id']} failed: {payload['error']}")
+        if kind == "check":
+            self._checked(payload)
+        elif payload["final"]:
+            self._finalised(payload)
+        else:
+            self.stats["measurements"] += len(payload["samples"]) * payload["rounds"]
+            medians = {key: median(times) for key, times in payload["samples"].items()}
+            kernel, m = payload["kernel"], payload["m"]
+            finalists = sorted(medians, key=medians.get)[:self.timing["final_top"]]
+            finalists += [key for key, _time in best_per_block_m(medians).values()]
+            if self.defaults[kernel][m] in medians:
+                finalists.append(self.defaults[kernel][m])
+            rounds = max(1, self.timing["final_reps"] // self.timing["refine_reps"])
+            self.backlog.appendleft(self._refine_task(kernel, m, finalists, rounds=rounds, final=True))
 
-    def _refined(self, payload: dict) -> int:
-        kernel, m, samples = payload["kernel"], payload["m"], payload["samples"]
-        self.stats["measurements"] += len(samples) * payload["rounds"]
-        medians = {key: median(times) for key, times in samples.items()}
-        if payload["final"]:
-            self.final[kernel][m] = medians
-            return 0
-        finalists = sorted(medians, key=medians.get)[:self.timing["final_top"]]
-        finalists += [key for key, _time in best_per_block_m(medians).values()]
-        if self.defaults[kernel][m] in medians:
-            finalists.append(self.defaults[kernel][m])
-        rounds = max(1, self.timing["final_reps"] // self.timing["refine_reps"])
-        self._put_refine(kernel, m, finalists, rounds=rounds, final=True)
-        return 1
-
-    def _pick_and_check(self, todo: list[int]) -> None:
+    def _finalised(self, payload: dict) -> None:
+        """A final: once every kernel has its final at this M, the joint pick, and its checks."""
+        kernel, m = payload["kernel"], payload["m"]
+        self.stats["measurements"] += len(payload["samples"]) * payload["rounds"]
+        self.final[kernel][m] = {key: median(times) for key, times in payload["samples"].items()}
         kernels = self.job["kernels"]
-        checks = 0
-        for m in todo:
-            times = {k: self.final[k][m] for k in kernels}
-            pick = joint_pick(times["up"], times.get("down"))
-            self.checkpoint["done"][str(m)] = {
-                "pick": pick, "timed": {k: sum(m in by_m for by_m in self.screen[k].values()) for k in kernels},
-                "default": {k: self.defaults[k][m] for k in kernels},
-                "default_us": {k: times[k].get(self.defaults[k][m]) for k in kernels}}
-            for kernel in kernels:
-                key = pick[kernel]
-                self.timers.put(("check", {"id": f"{kernel}/{m}/check", "kernel": kernel, "m": m, "key": key,
-                                           "config": self.candidates[kernel][key]}))
-                checks += 1
-        self._drain("check", checks, self._checked)
-        self._save_checkpoint()
+        if not all(m in self.final[k] for k in kernels):
+            return
+        if all(size in self.final[k] for k in kernels for size in self.todo):
+            self._mark("refined")
+        times = {k: self.final[k][m] for k in kernels}
+        pick = joint_pick(times["up"], times.get("down"))
+        self.pending_checks[m] = {
+            "pick": pick, "timed": {k: sum(m in by_m for by_m in self.screen[k].values()) for k in kernels},
+            "default": {k: self.defaults[k][m] for k in kernels},
+            "default_us": {k: times[k].get(self.defaults[k][m]) for k in kernels}, "rel_error": {}}
+        for each in kernels:
+            key = pick[each]
+            self.backlog.appendleft(("check", {"id": f"{each}/{m}/check", "kernel": each, "m": m, "key": key,
+                                               "config": self.candidates[each][key]}))
 
-    def _checked(self, payload: dict) -> int:
-        error, limit = payload["rel_error"], 2e-2
-        entry = self.checkpoint["done"][str(payload["m"])]
-        entry.setdefault("rel_error", {})[payload["kernel"]] = error
+    def _checked(self, payload: dict) -> None:
+        error, limit, m = payload["rel_error"], 2e-2, payload["m"]
         if not error <= limit:
-            raise RuntimeError(f"{payload['kernel']} M={payload['m']}: the pick {payload['key']} computes a wrong "
+            raise RuntimeError(f"{payload['kernel']} M={m}: the pick {payload['key']} computes a wrong "
                                f"result (relative error {error:.2e} > {limit:.0e} against the float32 reference)")
-        return 0
+        entry = self.pending_checks[m]
+        entry["rel_error"][payload["kernel"]] = error
+        if len(entry["rel_error"]) == len(self.job["kernels"]):
+            self.checkpoint["done"][str(m)] = self.pending_checks.pop(m)
+            self.unchecked.discard(m)
+            self._save_checkpoint()
 
     def _save_checkpoint(self) -> None:
         write_json_atomically(self.checkpoint_path, self.checkpoint)

@@ -237,6 +237,8 @@ def test_staged_compiles_the_main_class_for_all_and_the_others_for_the_leaders(d
     assert set(timeline) == {"main_side", "timers_ready", "compilers_ready", "first_compile", "screened", "refined",
                              "checked"}
     assert timeline["first_compile"] <= timeline["screened"] <= timeline["refined"] <= timeline["checked"]
+    # M=16 and 64 are settled once both kernels' main classes are: refined while the leaders of M=1 and 512 compile.
+    assert result["stats"]["timed_while_compiling"] > 0
     assert [e for e in dense["events"] if e["event"] == "compile" and e.get("pending") == 0]
 
 
