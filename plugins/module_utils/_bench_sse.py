@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import typing as t
 
+
 class SSEDecoder:
     """Incremental Server-Sent-Events splitter: bytes in, ``data:`` payloads out (other fields ignored)."""
 

@@ -367,4 +367,3 @@ def _cost_lines(host: str, data: dict) -> list[str]:
     if cost["moe"]:
         lines.append(f"{host}: {_moe_cost_text(cost['moe'])}")
     return lines
-
