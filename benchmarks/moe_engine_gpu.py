@@ -146,6 +146,32 @@ def bench_for(args, name: str, shape: dict, sizes: list[int]):
     return job, moe_engine.TritonBench(job)
 
 
+def precompile(args, name: str, shape: dict, sizes: list[int], space: dict[str, dict]) -> dict[str, str]:
+    """Every config of ``space`` for every specialisation of ``sizes``, both kernels, on ``--workers`` of the engine's
+    own compile workers into the engine's Triton cache (the engine compiled its stages only): the exhaustive phase
+    then loads every binary and compiles nothing in its timing process. Status per ``kernel/key``."""
+    job = moe_engine.validate_job({"shape": shape, "batch_sizes": sizes, "configs": list(space.values()),
+                                   "output": "-", "work_dir": os.path.join(args.work, name), "model_path": MODEL_DIR})
+    pool = moe_engine.Pool(moe_engine.compile_worker, job, [0], args.workers)
+    status, pending = {}, 0
+    try:
+        for kernel in ("up", "down"):
+            for key, config in space.items():
+                pool.put((kernel, key, config, sizes))
+                pending += 1
+        while pending:
+            for _pool, (kind, _wid, payload) in moe_engine.receive([pool], 5.0):
+                if kind == "fatal":
+                    raise RuntimeError(payload)
+                if kind in ("compiled", "lost"):
+                    kernel, key = payload[:2]
+                    status[f"{kernel}/{key}"] = payload[2]["status"] if kind == "compiled" else "compile:crashed"
+                    pending -= 1
+    finally:
+        pool.close()
+    return status
+
+
 def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict) -> dict:
     """Every config of the space at every M with the engine's screen timing (no halving), then the 5 fastest, the
     best of every BLOCK_SIZE_M, the engine's pick and the default re-timed as the engine's final (graphs,
@@ -153,8 +179,9 @@ def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict)
     job, bench = bench_for(args, name, shape, sizes)
     space = moe_engine.candidates(search_space(bench.device["smem_per_block_optin"]),
                                   [bench.release.default_config(m, shape, "up") for m in sizes])
-    with open(os.path.join(args.work, name, "engine-checkpoint.json"), encoding="utf-8") as handle:
-        compiled = json.load(handle)["compile"]  # configs that failed to compile are not retried in-process
+    start = time.time()
+    compiled = precompile(args, name, shape, sizes, space)  # configs that failed to compile are not retried
+    precompile_s = time.time() - start
     start = time.time()
     screen = {k: {m: {} for m in sizes} for k in ("up", "down")}
     for kernel in ("up", "down"):
@@ -190,7 +217,11 @@ def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict)
         rows[str(m)] = {"engine": picked, "engine_us": ours, "best": best, "best_us": best_us,
                         "ratio": ours / best_us, "default_us": final["up"][default] + final["down"][default],
                         "configs_timed": {k: len(screen[k][m]) for k in screen}}
-    return {"screen_s": round(screen_s, 1), "screens_held_again": bench.held_again, "space": len(space), "per_m": rows,
+    # Every screen time, so other staging policies can be replayed offline against the same measurements.
+    times = {k: {str(m): {key: round(t, 3) for key, t in by_key.items()} for m, by_key in by_m.items()}
+             for k, by_m in screen.items()}
+    return {"precompile_s": round(precompile_s, 1), "screen_s": round(screen_s, 1), "screen": times,
+            "screens_held_again": bench.held_again, "space": len(space), "per_m": rows,
             "worst_ratio": max(row["ratio"] for row in rows.values())}
 
 

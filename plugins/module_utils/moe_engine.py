@@ -13,6 +13,9 @@ Why it is fast (docs/moe-engine.md):
 - every candidate compiles once per Triton specialisation of its launch (not once per batch size and GPU as in
   SGLang's tuner), ahead of time on all CPU cores (``compile_workers`` processes, Triton's ``warmup`` through the
   release's own launch path), into one Triton cache that the timing processes load from;
+- compiles are staged (``stage_plan``): every config only for the specialisation class with the most batch sizes
+  (one per GROUP_SIZE_M ``family`` first), the other classes only for the leaders at their nearest screened batch
+  size: about a third of the compiles of every config for every class;
 - timing is screened then refined (successive halving per batch size): one graph replay per (config, M) for all,
   more only for the leaders of each ``BLOCK_SIZE_M`` and overall;
 - one timing process per GPU, all at once; a compile or launch failure skips that config, a crashed process is
@@ -51,6 +54,12 @@ DEFAULT_TIMING = {
     "refine_reps": 5,
     "final_top": 3,        # the leaders re-timed interleaved
     "final_reps": 10,
+    # Staged compiles (stage_plan): every config for the largest specialisation class, the rest for the leaders.
+    "staged": True,
+    "lead_share": 0.08,    # leaders per neighbouring batch size: the fastest share ...
+    "lead_min": 16,        # ... at least this many ...
+    "lead_per_block_m": 4,  # ... plus the best of every BLOCK_SIZE_M
+    "climbs": 2,           # rounds of one-parameter steps from each other class's best
 }
 # The screen's GPU-side wait per queued launch at first (doubled where the launches took longer to queue): the
 # Python launch path of invoke_fused_moe_kernel costs tens of microseconds per launch.
@@ -96,17 +105,90 @@ def candidates(configs: list[dict], defaults: list[dict]) -> dict[str, dict]:
     return out
 
 
-def refine_set(times: dict[str, float], share: float, minimum: int) -> list[str]:
-    """Keys worth more runs at one M: the fastest ``share`` (at least ``minimum``) and the best two of every
-    BLOCK_SIZE_M (the joint up/down choice needs each block size's best)."""
+def refine_set(times: dict[str, float], share: float, minimum: int, per_block_m: int = 2) -> list[str]:
+    """Keys worth more runs at one M: the fastest ``share`` (at least ``minimum``) and the best ``per_block_m`` of
+    every BLOCK_SIZE_M (the joint up/down choice needs each block size's best)."""
     ranked = sorted((t, key) for key, t in times.items() if t is not None and math.isfinite(t))
     keep = {key for _time, key in ranked[:max(minimum, math.ceil(share * len(ranked)))]}
     per_bm: dict[str, list[str]] = {}
     for _time, key in ranked:
         per_bm.setdefault(key.split("_")[0], []).append(key)
     for keys in per_bm.values():
-        keep.update(keys[:2])
+        keep.update(keys[:per_block_m])
     return sorted(keep, key=lambda key: times[key])
+
+
+def family(key: str) -> str:
+    """A config's key without GROUP_SIZE_M. GROUP_SIZE_M only reorders the kernel's blocks (their L2 reuse), so
+    configs of one family rank alike wherever the others are slow: the engine screens one per family first and the
+    rest of a family only where it leads (``stage_plan``)."""
+    parts = key.split("_")
+    return "_".join(parts[:3] + parts[4:])
+
+
+def stage_plan(sizes: list[int], groups: list[list[int]] | None, staged: bool = True, climbs: int = 2) -> list[dict]:
+    """The order a kernel's candidates are compiled and screened in, from its specialisation classes (``groups``:
+    the batch sizes that share one Triton binary). Compiles cost ~0.6 core-s per (config, class) and timing ~1% of
+    that, so only the largest class gets every config: ``base`` (one config per ``family``) then ``twins`` (the rest
+    of the families that lead at some of its batch sizes); every other class, nearest first, gets ``leaders``: the
+    fastest configs at the nearest batch size already screened (``neighbours``), then up to ``climbs`` rounds of
+    ``climb``: the configs one parameter away from the class's best at each of its batch sizes, as long as that
+    finds new ones (the ranking at another batch size is a proxy: this corrects where it misleads). Not staged, or
+    classes unknown: every config at every batch size of ``sizes`` (``all``)."""
+    if not staged or not groups:
+        return [{"select": "all", "sizes": sorted(sizes)}]
+    remaining = sorted((sorted(group) for group in groups), key=lambda group: (-len(group), group[0]))
+    main = remaining.pop(0)
+    plan = [{"select": "base", "sizes": main}, {"select": "twins", "sizes": main, "neighbours": main}]
+    covered = list(main)
+
+    def distance(m: int, other: int) -> float:
+        return abs(math.log(m) - math.log(other))
+
+    while remaining:
+        group = min(remaining, key=lambda g: min(distance(m, c) for m in g for c in covered))
+        remaining.remove(group)
+        nearest = min(covered, key=lambda c: min(distance(m, c) for m in group))
+        plan.append({"select": "leaders", "sizes": group, "neighbours": [nearest]})
+        plan += [{"select": "climb", "sizes": group}] * climbs
+        covered.extend(group)
+    return plan
+
+
+def stage_keys(stage: dict, candidates: dict[str, dict], screen: dict[str, dict[int, float]], timing: dict) -> list[str]:
+    """The candidates a stage compiles and screens (see ``stage_plan``); ``screen``: key -> {M: time} so far.
+    Leaders come from the ``neighbours``' screen times; where none was screened (a resumed run), every candidate."""
+    select = stage["select"]
+    if select == "all":
+        return list(candidates)
+    if select == "climb":
+        best = {min((by_m[m], key) for key, by_m in screen.items() if m in by_m)[1]
+                for m in stage["sizes"] if any(m in by_m for by_m in screen.values())}
+        return [key for key in candidates if any(_one_apart(candidates[key], candidates[b]) for b in best)]
+    if select == "base":
+        first: dict[str, str] = {}
+        for key in candidates:  # the smallest GROUP_SIZE_M of each family
+            if family(key) not in first or _group_size(key) < _group_size(first[family(key)]):
+                first[family(key)] = key
+        return list(first.values())
+    lead: set[str] = set()
+    for m in stage["neighbours"]:
+        times = {key: by_m[m] for key, by_m in screen.items() if m in by_m}
+        lead.update(refine_set(times, timing["lead_share"], timing["lead_min"], timing["lead_per_block_m"]))
+    if not lead and select == "leaders":
+        return list(candidates)
+    if select == "twins":
+        families = {family(key) for key in lead}
+        return [key for key in candidates if family(key) in families]
+    return [key for key in candidates if key in lead]
+
+
+def _one_apart(config: dict, other: dict) -> bool:
+    return sum(config[name] != other[name] for name in CONFIG_KEYS) == 1
+
+
+def _group_size(key: str) -> int:
+    return int(key.split("_")[3][1:])
 
 
 def median(samples: list[float]) -> float:
@@ -457,17 +539,17 @@ class TritonBench:
 
         kernel.run = compile_only
 
-    def compile(self, kernel: str, config: dict) -> dict:
-        """Compile ``config`` for every Triton specialisation the batch sizes need; load it (shared memory and
-        registers are checked at load). A record: status, seconds, variants, the batch sizes of each variant
-        (``groups``), registers, spills, shared memory."""
+    def compile(self, kernel: str, config: dict, sizes: list[int] | None = None) -> dict:
+        """Compile ``config`` for every Triton specialisation the batch sizes ``sizes`` (default: the job's) need;
+        load it (shared memory and registers are checked at load). A record: status, seconds, variants, the batch
+        sizes of each variant (``groups``), registers, spills, shared memory."""
         start = time.perf_counter()
         record = {"status": "ok"}
         problem = self.problem(kernel)
         self._compiled.clear()
         try:
             binary_of = {}
-            for m in self.job["batch_sizes"]:
+            for m in sizes or self.job["batch_sizes"]:
                 self.release.launch(problem, m, config, 0, 0)
                 binary_of[m] = id(self._compiled[-1])  # warmup returns the binary, new or already built
             variants = {id(c): c for c in self._compiled}.values()
@@ -589,9 +671,9 @@ def compile_worker(job: dict, gpu, tasks, results, wid: int) -> None:
         task = tasks.get()
         if task is None:
             return
-        kernel, key, config = task
+        kernel, key, config, sizes = task
         results.send(("start", wid, (kernel, key)))
-        results.send(("compiled", wid, (kernel, key, bench.compile(kernel, config))))
+        results.send(("compiled", wid, (kernel, key, {**bench.compile(kernel, config, sizes), "sizes": sizes})))
 
 
 def timing_worker(job: dict, gpu, tasks, results, wid: int) -> None:
@@ -725,8 +807,8 @@ def receive(pools: list, timeout: float) -> list:
 
 
 class Engine:
-    """Compile everything once (CPU pool), screen each compiled config at every M as soon as it is ready (GPU
-    pool), refine the leaders per M, check the winners, write SGLang's files."""
+    """Compile in stages (CPU pool), screen each compiled config at its stage's batch sizes as soon as it is ready
+    (GPU pool), refine the leaders per M, check the winners, write SGLang's files."""
 
     def __init__(self, job: dict) -> None:
         self.job = job
@@ -741,7 +823,7 @@ class Engine:
         self.failed: dict[str, dict[str, str]] = {k: {} for k in KERNELS}
         self.resumed = 0
         self.stats = {"compiles": 0, "compile_seconds": 0.0, "variants": 0, "measurements": 0, "lost": 0,
-                      "screens_held_again": 0, "batch_size_groups": {}}
+                      "screens_held_again": 0, "batch_size_groups": {}, "stages": {}, "timeline": {}}
 
     def run(self) -> dict:
         os.makedirs(self.job["work_dir"], exist_ok=True)
@@ -754,6 +836,7 @@ class Engine:
             self.job = {**self.job, "kernels": main_bench.kernels(self.job["kernels"])}
             self.device = self._wait_ready(self.timers, len(self.job["gpus"]))
             emit("ready", device=self.device["name"], gpus=len(self.job["gpus"]))
+            self._mark("ready")
             defaults = {k: main_bench.defaults(k) for k in self.job["kernels"]}
             self.candidates = {k: candidates(self.job["configs"], defaults[k]) for k in self.job["kernels"]}
             self.defaults = {k: {m: config_key(config) for m, config in zip(self.sizes, defaults[k])}
@@ -799,65 +882,116 @@ class Engine:
             raise TimeoutError(f"deadline of {self.job['deadline_s']:g}s reached")
 
     def _compile_and_screen(self, todo: list[int]) -> None:
+        """Each kernel's candidates, stage by stage (``stage_plan``): a probe (the release's default config at every
+        batch size) shows the kernel's specialisation classes; each stage's compiles are screened as they finish,
+        and a kernel's next stage starts when its last screen is in. The two kernels' stages overlap."""
         known = self.checkpoint.setdefault("compile", {})
-        pending_compile = 0
+        self.todo, self.compiling = todo, 0
+        self.stages = {kernel: {"plan": None, "index": -1, "pending": 0} for kernel in self.job["kernels"]}
         for kernel in self.job["kernels"]:
-            for key, config in self.candidates[kernel].items():
-                status = known.get(f"{kernel}/{key}")
-                if status and status != "ok":
-                    self.failed[kernel][key] = status
-                    continue
-                self.compilers.put((kernel, key, config))
-                pending_compile += 1
-        pending_screen = 0
-        emit("compile", total=pending_compile, workers=self.job["compile_workers"])
-        done_compiles = 0
-        while pending_compile or pending_screen:
+            probe = next((key for key in self.defaults[kernel].values() if known.get(f"{kernel}/{key}", "ok") == "ok"),
+                         None)
+            if self.timing["staged"] and probe:
+                self.stages[kernel]["probe"] = probe
+                self._put_compile(kernel, probe, self.sizes)
+            else:
+                self.stages[kernel]["plan"] = stage_plan(self.sizes, None, staged=False)
+                self._next_stage(kernel)
+        emit("compile", workers=self.job["compile_workers"], staged=self.timing["staged"])
+        while any(state["pending"] for state in self.stages.values()):
             for pool, kind, payload in self._messages([self.compilers, self.timers]):
                 if kind == "compiled":
-                    pending_compile -= 1
-                    done_compiles += 1
-                    pending_screen += self._compiled(payload, todo)
-                    if done_compiles % 100 == 0 or not pending_compile:
-                        emit("compile", done=done_compiles, pending=pending_compile)
+                    self._compiled(payload)
                 elif kind == "screen":
-                    pending_screen -= 1
                     self._screened(payload)
                 elif kind == "lost":  # the process died on this task: the config is skipped, never retried
                     self.stats["lost"] += 1
+                    kernel, key = payload if pool is self.compilers else payload[1].split("/")
+                    status = "compile:crashed" if pool is self.compilers else "launch:crashed"
+                    self.failed[kernel][key] = status
                     if pool is self.compilers:
-                        pending_compile -= 1
-                        kernel, key = payload
-                        self.failed[kernel][key] = known[f"{kernel}/{key}"] = "compile:crashed"
-                    else:
-                        pending_screen -= 1
-                        kernel, key = payload[1].split("/")
-                        self.failed[kernel][key] = "launch:crashed"
+                        known[f"{kernel}/{key}"] = status
+                        self._compile_done()
+                    self._task_done(kernel)
+        self._mark("screened")
         self._save_checkpoint()
 
-    def _compiled(self, payload, todo: list[int]) -> int:
+    def _put_compile(self, kernel: str, key: str, sizes: list[int]) -> None:
+        self.compilers.put((kernel, key, self.candidates[kernel][key], sizes))
+        self.stages[kernel]["pending"] += 1
+        self.compiling += 1
+
+    def _compile_done(self) -> None:
+        self.compiling -= 1
+        if self.stats["compiles"] % 100 == 0 or not self.compiling:
+            emit("compile", done=self.stats["compiles"], pending=self.compiling)
+
+    def _task_done(self, kernel: str) -> None:
+        """One compile or screen of ``kernel`` finished; the last of a stage starts the next."""
+        state = self.stages[kernel]
+        state["pending"] -= 1
+        if not state["pending"]:
+            if state["plan"] is None:  # the probe failed or crashed: every config at every batch size
+                state["plan"] = stage_plan(self.sizes, None, staged=False)
+            self._next_stage(kernel)
+
+    def _next_stage(self, kernel: str) -> None:
+        """Queue the compiles of ``kernel``'s next stage that has any (none left: the kernel is screened)."""
+        state, known = self.stages[kernel], self.checkpoint["compile"]
+        while not state["pending"] and state["index"] + 1 < len(state["plan"]):
+            state["index"] += 1
+            stage = state["plan"][state["index"]]
+            sizes = [m for m in stage["sizes"] if m in self.todo]
+            keys = stage_keys(stage, self.candidates[kernel], self.screen[kernel], self.timing)
+            keys += [self.defaults[kernel][m] for m in sizes]  # a pick is never slower than the release's default
+            screened = self.screen[kernel]
+            keys = [key for key in dict.fromkeys(keys) if key not in self.failed[kernel]
+                    and known.get(f"{kernel}/{key}", "ok") == "ok"
+                    and not all(m in screened.get(key, {}) for m in sizes)]
+            for key in keys if sizes else []:
+                self._put_compile(kernel, key, sizes)
+            self.stats["stages"].setdefault(kernel, []).append(
+                {**stage, "sizes": sizes, "configs": len(keys) if sizes else 0, "t": self._elapsed()})
+
+    def _compiled(self, payload) -> None:
         kernel, key, record = payload
         self.checkpoint["compile"][f"{kernel}/{key}"] = record["status"]
         self.stats["compiles"] += 1
         self.stats["compile_seconds"] += record.get("seconds", 0.0)
+        self._compile_done()
+        state = self.stages[kernel]
         if record["status"] != "ok":
             self.failed[kernel][key] = record["status"]
-            return 0
-        self.stats["variants"] += record.get("variants", 1)
-        self.stats["batch_size_groups"].setdefault(kernel, record.get("groups"))
-        config = self.candidates[kernel][key]
-        self.timers.put(("screen", {"id": f"{kernel}/{key}", "kernel": kernel, "key": key, "config": config,
-                                    "sizes": todo, "launches": self.timing["screen_launches"]}))
-        return 1
+        else:
+            self.stats["variants"] += record.get("variants", 1)
+            if record["sizes"] == self.sizes:
+                self.stats["batch_size_groups"].setdefault(kernel, record.get("groups"))
+            if state["plan"] is None and key == state.get("probe"):
+                state["plan"] = stage_plan(self.sizes, record.get("groups"), self.timing["staged"],
+                                           self.timing["climbs"])
+            sizes = [m for m in record["sizes"] if m in self.todo]
+            self.timers.put(("screen", {"id": f"{kernel}/{key}", "kernel": kernel, "key": key,
+                                        "config": self.candidates[kernel][key], "sizes": sizes,
+                                        "launches": self.timing["screen_launches"]}))
+            state["pending"] += 1
+        self._task_done(kernel)
 
     def _screened(self, payload: dict) -> None:
         kernel, key = payload["kernel"], payload["key"]
         if "error" in payload:
             self.failed[kernel][key] = "launch:" + payload["error"][:80]
-            return
-        self.stats["measurements"] += len(payload["times"])
-        self.stats["screens_held_again"] += payload.get("held_again", 0)
-        self.screen[kernel][key] = {int(m): t for m, t in payload["times"].items()}
+        else:
+            self.stats["measurements"] += len(payload["times"])
+            self.stats["screens_held_again"] += payload.get("held_again", 0)
+            self.screen[kernel].setdefault(key, {}).update({int(m): t for m, t in payload["times"].items()})
+        self._task_done(kernel)
+
+    def _elapsed(self) -> float:
+        return round(time.time() - self.start, 1)
+
+    def _mark(self, event: str) -> None:
+        """A point of the run's timeline (seconds since the start), in the result: where the wall time went."""
+        self.stats["timeline"][event] = self._elapsed()
 
     def _refine(self, todo: list[int]) -> None:
         """Per (kernel, M): the leaders of the screen get ``refine_reps`` more replays on one GPU; the fastest
@@ -874,7 +1008,9 @@ class Engine:
                 tasks += 1
         emit("refine", tasks=tasks)
         self._drain("refine", tasks, self._refined)
+        self._mark("refined")
         self._pick_and_check(todo)
+        self._mark("checked")
 
     def _put_refine(self, kernel: str, m: int, keys: list[str], rounds: int, final: bool) -> None:
         configs = {key: self.candidates[kernel][key] for key in dict.fromkeys(keys)}
@@ -915,7 +1051,7 @@ class Engine:
             times = {k: self.final[k][m] for k in kernels}
             pick = joint_pick(times["up"], times.get("down"))
             self.checkpoint["done"][str(m)] = {
-                "pick": pick, "timed": {k: len(self.screen[k]) for k in kernels},
+                "pick": pick, "timed": {k: sum(m in by_m for by_m in self.screen[k].values()) for k in kernels},
                 "default": {k: self.defaults[k][m] for k in kernels},
                 "default_us": {k: times[k].get(self.defaults[k][m]) for k in kernels}}
             for kernel in kernels:
