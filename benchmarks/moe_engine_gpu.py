@@ -417,6 +417,8 @@ def report(args) -> int:
         return 1
     lines = {name: summary(p["engine"]["device"]["name"], name, p) for name, p in shapes.items() if "engine" in p}
     first = "qwen35-122b-tp4" if "qwen35-122b-tp4" in lines else sorted(lines)[0]
+    for phases in shapes.values():  # the exhaustive screen times stay in the phase files (offline replays), not here
+        phases.get("exhaustive", {}).pop("screen", None)
     data = {"date": time.strftime("%Y-%m-%d"), "commands": {name: RUN_COMMANDS.get(name) for name in shapes},
             "shapes": shapes, "summaries": lines, "summary": lines[first]}
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
@@ -425,6 +427,55 @@ def report(args) -> int:
         if name != first:
             print(line)
     print(lines[first])
+    return 0
+
+
+# Staging policies replayed against an exhaustive phase's screen times (--replay): the engine's default first.
+REPLAY_POLICIES = {
+    "default": {},
+    "fewer leaders": {"lead_share": 0.04, "lead_min": 8, "lead_per_block_m": 2},
+    "no climb": {"climbs": 0},
+    "fewer leaders, no climb": {"lead_share": 0.04, "lead_min": 8, "lead_per_block_m": 2, "climbs": 0},
+}
+
+
+def replay_stages(screen: dict[int, dict[str, float]], groups: list[list[int]], timing: dict) -> tuple[int, float]:
+    """What the engine's staging (stage_plan, stage_keys) compiles with ``timing`` when every screen time is the
+    exhaustive phase's: (compiles, worst gap at any M between the best it screened and the best of all)."""
+    keys = set().union(*screen.values())
+    configs = {key: moe_engine.full_config(dict(zip(moe_engine.CONFIG_KEYS, (int(part[1:]) for part in key.split("_")))))
+               for key in keys}
+    seen: dict[str, dict[int, float]] = {}
+    compiles = 0
+    for stage in moe_engine.stage_plan(sorted(screen), groups, True, timing["climbs"]):
+        chosen = [key for key in moe_engine.stage_keys(stage, configs, seen, timing)
+                  if not all(m in seen.get(key, {}) for m in stage["sizes"])]
+        compiles += len(chosen)
+        for key in chosen:
+            seen[key] = {**seen.get(key, {}), **{m: screen[m][key] for m in stage["sizes"] if key in screen[m]}}
+    worst = max(min(t[m] for t in seen.values() if m in t) / min(screen[m].values()) - 1 for m in screen)
+    return compiles, worst
+
+
+def replay(directory: str) -> int:
+    """Each shape's exhaustive screen (phase files of --phases=engine,exhaustive) through REPLAY_POLICIES."""
+    for file in sorted(os.listdir(directory)):
+        if not file.endswith("-exhaustive.json"):
+            continue
+        name = file[:-len("-exhaustive.json")]
+        with open(os.path.join(directory, file), encoding="utf-8") as handle:
+            exhaustive = json.load(handle)
+        with open(os.path.join(directory, f"{name}-engine.json"), encoding="utf-8") as handle:
+            groups = json.load(handle)["stats"]["batch_size_groups"]
+        if "screen" not in exhaustive:
+            continue
+        for policy, changes in REPLAY_POLICIES.items():
+            timing = {**moe_engine.DEFAULT_TIMING, **changes}
+            rows = []
+            for kernel, by_m in exhaustive["screen"].items():
+                compiles, worst = replay_stages({int(m): t for m, t in by_m.items()}, groups[kernel], timing)
+                rows.append(f"{kernel} {compiles} compiles, worst {worst * 100:.2f}%")
+            print(f"[{name}] {policy}: " + "; ".join(rows))
     return 0
 
 
@@ -463,9 +514,12 @@ def main() -> int:
     parser.add_argument("--work", default=os.path.join(ROOT, ".cache", "moe-engine-gpu-work"))
     parser.add_argument("--out", default=os.environ.get("OUT", os.path.join(ROOT, ".cache", "moe-engine-gpu")))
     parser.add_argument("--report", help="merge the phase files of this directory into " + RESULTS)
+    parser.add_argument("--replay", help="replay staging policies on this directory's exhaustive screen times")
     args = parser.parse_args()
     if args.report:
         return report(args)
+    if args.replay:
+        return replay(args.replay)
     SUBSET.update(size=args.configs, seed=args.seed, space=args.space)
     if args.shape == "custom":
         spec = {"model": "custom", "E": args.experts, "topk": args.topk, "hidden": args.hidden,
