@@ -24,8 +24,8 @@ def screen_with_best(best: dict[int, str]) -> dict[int, dict[str, float]]:
 def test_replay_stages_compiles_less_than_every_class_and_finds_each_best():
     # M=1 alone, M=2..8 the large class: its best is found by the base and twins stages; M=1's best is among M=2's
     # default leaders, and one parameter (num_stages) from M=2's best, which the climb reaches with fewer leaders.
-    best = {1: "M16_N64_K64_G16_w4_s4", 2: "M16_N64_K64_G16_w4_s3", 4: "M64_N32_K64_G16_w4_s2",
-            8: "M64_N32_K64_G16_w4_s2"}
+    best = {1: "M16_N64_K64_G1_w4_s4", 2: "M16_N64_K64_G1_w4_s3", 4: "M64_N32_K64_G1_w4_s2",
+            8: "M64_N32_K64_G1_w4_s2"}
     compiles, worst = bench.replay_stages(screen_with_best(best), [[1], [2, 4, 8]], dict(bench.moe_engine.DEFAULT_TIMING))
     assert worst == 0.0
     assert compiles < 2 * len(KEYS)
