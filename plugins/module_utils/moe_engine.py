@@ -901,6 +901,8 @@ class Engine:
         self.backlog: collections.deque = collections.deque()
         self.unchecked = set(todo)
         for kernel in self.job["kernels"]:
+            self.failed[kernel].update({key: known[f"{kernel}/{key}"] for key in self.candidates[kernel]
+                                        if known.get(f"{kernel}/{key}", "ok") != "ok"})  # an earlier run's, not retried
             probe = next((key for key in self.defaults[kernel].values() if known.get(f"{kernel}/{key}", "ok") == "ok"),
                          None)
             if self.timing["staged"] and probe:
