@@ -14,7 +14,7 @@ import typing as t
 
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_aggregate import aggregate_run
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import BenchConfig
-from ansible_collections.llmops.sglang.plugins.module_utils._bench_session import BenchAborted, LevelRunner
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_session import BenchAborted, LevelRunner, cancel_all
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_sse import RequestRecord
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_sweep import (
     StopRule, check_level, make_level, stop_after_run)
@@ -44,9 +44,7 @@ class ClosedLoopRunner(LevelRunner):
         try:
             await asyncio.gather(*workers)
         finally:
-            for task in workers:
-                task.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
+            await cancel_all(workers)
         return records, time.perf_counter() - started, time.process_time() - cpu_started
 
 

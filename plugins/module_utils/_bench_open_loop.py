@@ -17,7 +17,7 @@ import typing as t
 
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_aggregate import open_loop_run
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_requests import request_body
-from ansible_collections.llmops.sglang.plugins.module_utils._bench_session import BenchAborted, LevelRunner
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_session import BenchAborted, LevelRunner, cancel_all
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_sse import RequestRecord
 from ansible_collections.llmops.sglang.plugins.module_utils._bench_sweep import check_level
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import summarize_level
@@ -83,9 +83,7 @@ class OpenLoopRunner(LevelRunner):
                     records)))
             await asyncio.gather(*tasks)
         finally:
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            await cancel_all(tasks)
         return records, time.perf_counter() - started, time.process_time() - cpu_started
 
 

@@ -10,6 +10,7 @@ Private to the llmops.sglang collection; do not use it from other collections.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 import sys
@@ -35,6 +36,14 @@ else:
 # (sglang 0.5.11 python/sglang/bench_serving.py, BENCH_AIOHTTP_READ_BUFSIZE_BYTES).
 READ_BUFSIZE = 10 * 2**20
 METADATA_TIMEOUT_S = 30.0
+
+
+async def cancel_all(tasks: list) -> None:
+    """Cancel whatever of ``tasks`` still runs and wait for it: a level that fails or is aborted leaves no request
+    in flight."""
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
 
 
 class BenchAborted(Exception):
