@@ -493,15 +493,19 @@ def simulated_search(setup: Setup, budget: float, seed: int, directory: Path) ->
             answer = stage.probe(sweep, None, {"gpu_minutes": gpus * (start_s + bench_s) / 60.0})
     search = stage.search()
     return {"best": search.best(1)[0]["params"], "spent_gpu_minutes": search.spent()["gpu_minutes"],
-            "starts": search.spent()["restarts"]}
+            "starts": search.spent()["restarts"],
+            "measured": [trial["params"] for trial in search.trials if trial["state"] == "complete"]}
 
 
 def simulate(setup: Setup, searches: int, jobs: int = 1) -> int:
     """``searches`` seeded searches of ours on the model, with and without the surrogate starts: how often each
     ends within 97 % of the optimum (the real run's target) and what it spends. Each search is seeded on its own,
-    so ``jobs`` processes give the same lines as one."""
+    so ``jobs`` processes give the same lines as one. The ground truth and every search's pick go to
+    .cache/goodput-search/simulate-<space>.json (the truth as soon as it is known)."""
     say(f"ground truth: {len(setup.grid())} candidates through the emulator's model on a virtual clock ...")
     truth = ground_truth(setup, jobs)
+    picks: dict[int, list[dict]] = {}
+    write_simulation(setup, truth, picks)
     best = max(truth, key=lambda row: row["capacity_rps"])
     optimum = best["capacity_rps"]
     grid_minutes = sum(row["gpu_minutes"] for row in truth)
@@ -515,6 +519,8 @@ def simulate(setup: Setup, searches: int, jobs: int = 1) -> int:
         directories = [CACHE / "simulate" / f"{starts}-{seed}" for seed in range(searches)]
         results = map_jobs(jobs, functools.partial(simulated_search, variant, budget), range(searches), directories)
         shares = [100.0 * truth_of(truth, result["best"]) / optimum for result in results]
+        picks[starts] = [{**result, "seed": seed, "optimum_pct": share} for seed, (result, share)
+                         in enumerate(zip(results, shares))]
         spent = statistics.mean(100.0 * result["spent_gpu_minutes"] / grid_minutes for result in results)
         reached = sum(share >= TARGET_OPTIMUM_PCT for share in shares)
         lines.append(f"surrogate_starts {starts}: {reached}/{searches} searches >= {TARGET_OPTIMUM_PCT:g}% of "
@@ -522,10 +528,19 @@ def simulate(setup: Setup, searches: int, jobs: int = 1) -> int:
                      f"worst {min(shares):.1f}%, at {spent:.1f}% of grid GPU-minutes, "
                      f"{statistics.mean(result['starts'] for result in results):.1f} starts")
         say(lines[-1])
+    write_simulation(setup, truth, picks)
     shutil.rmtree(CACHE / "simulate", ignore_errors=True)
     print(f"simulated goodput search, {setup.name} space of {len(truth)} candidates (seeds 0-{searches - 1}): "
           + "; ".join(lines))
     return 0
+
+
+def write_simulation(setup: Setup, truth: list[dict], picks: dict[int, list[dict]]) -> None:
+    """The simulation's record: the space, its ground truth and, per surrogate_starts, each search's result."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    document = {"setup": dataclasses.asdict(setup), "slo_real": SLO_REAL, "rate_real": RATE_REAL, "truth": truth,
+                "searches": {f"surrogate_starts {starts}": results for starts, results in picks.items()}}
+    (CACHE / f"simulate-{setup.name}.json").write_text(json.dumps(document, indent=1) + "\n")
 
 
 # --- 3. sglang.auto_benchmark ------------------------------------------------------------------------------------
