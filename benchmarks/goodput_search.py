@@ -30,6 +30,7 @@ import concurrent.futures
 import contextlib
 import dataclasses
 import functools
+import hashlib
 import json
 import logging
 import math
@@ -96,6 +97,12 @@ SLO_REAL = {"ttft_ms": {"target": 1000.0, "percentile": 90.0}, "tpot_ms": {"targ
 TARGET_OPTIMUM_PCT = 97.0
 TARGET_BUDGET_PCT = 20.0
 MAX_RATE_REAL = 1000.0  # a capacity search that passes this rate has runs too short to load the server
+# What a grid point's ground truth is computed by: the emulator's model, profiles and model shape, the SLO verdict, our
+# rate search (brute force simulates it), the server args' rendering and this file. The cached truth is keyed by their
+# contents.
+TRUTH_SOURCES = (EMULATOR / "sglang", EMULATOR / "profiles", MODEL, ROOT / "benchmarks" / "profiles",
+                 ROOT / "plugins" / "module_utils" / "workload.py", ROOT / "plugins" / "module_utils" / "server_args.py",
+                 ROOT / "plugins" / "plugin_utils" / "rate_search.py", Path(__file__).resolve())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -300,8 +307,25 @@ def brute_force_seconds(model: ServerModel, setup: Setup, seed: int) -> float:
 
 def ground_truth(setup: Setup, jobs: int = 1) -> list[dict]:
     """Every grid point's row, in the grid's order; each is its own seeded computation, so ``jobs`` processes give
-    the same rows as one."""
-    return map_jobs(jobs, functools.partial(truth_row, setup), range(len(setup.grid())))
+    the same rows as one. Cached under .cache/goodput-search/ by the setup and the contents of TRUTH_SOURCES (the
+    wide space's takes ~25 minutes on 2 shared cores)."""
+    path = CACHE / f"truth-{setup.name}-{truth_key(setup)}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    truth = map_jobs(jobs, functools.partial(truth_row, setup), range(len(setup.grid())))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(truth) + "\n")
+    return truth
+
+
+def truth_key(setup: Setup) -> str:
+    digest = hashlib.sha256(json.dumps([dataclasses.asdict(setup), SLO_REAL, RATE_REAL, MAX_RATE_REAL]).encode())
+    for root in TRUTH_SOURCES:
+        files = [root] if root.is_file() else sorted(
+            path for path in root.rglob("*") if path.suffix in (".py", ".json", ".yaml") and "__pycache__" not in path.parts)
+        for path in files:
+            digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
 
 
 def truth_row(setup: Setup, number: int) -> dict:
