@@ -340,7 +340,7 @@ def check_log_complete(emulator: Emulator, requests: list[dict], counter_before:
 def bench_config(url: str, concurrency: int, workload: Workload, *, warmup: int, repeats: int,
                  requests: int | None = None):
     """The BenchConfig both engines get (imported lazily: the worker's sys.path reaches the collection)."""
-    from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import BenchConfig
+    from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import BenchConfig
     return BenchConfig(base_url=url, endpoint="completions", model=MODEL, concurrency_levels=(concurrency,),
                        requests_per_level=requests or workload.requests(concurrency), warmup_requests=warmup,
                        repeats=repeats,
@@ -359,7 +359,8 @@ def ours_worker(params: dict) -> None:
     The timed sweep has no warm-up of its own, so its ``level_start`` event opens the run and ``run_done`` closes it:
     process_time() and /proc/self/schedstat between the two are this client's CPU and core waiting for that run.
     """
-    from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import client_versions, run_sweep
+    from ansible_collections.llmops.sglang.plugins.module_utils._bench_session import client_versions
+    from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import run_sweep
     workload = Workload(**params["workload"])
     concurrency = params["concurrency"]
     warmup = run_sweep(bench_config(params["url"], concurrency, workload, warmup=0, repeats=1, requests=concurrency))
@@ -390,7 +391,7 @@ def floor_worker(params: dict) -> None:
     SSE events read (bytes.count, C code). A client that times every token must at least wake up, read and take the
     time once per event the server sends on its own, so no Python client that does so can spend much less per token.
     """
-    from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import request_body, token_id_prompt
+    from ansible_collections.llmops.sglang.plugins.module_utils._bench_requests import request_body, token_id_prompt
     workload = Workload(**params["workload"])
     concurrency, host, port = params["concurrency"], "127.0.0.1", int(params["url"].rsplit(":", 1)[1])
 

@@ -54,10 +54,8 @@ for package_root in (ROOT, ROOT / "collections", EMULATOR / "sglang", EMULATOR /
         sys.path.insert(0, str(package_root))
 
 # pylint: disable=wrong-import-position
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (  # noqa: E402
-    BenchConfig,
-    run_sweep,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import BenchConfig  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import run_sweep  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import to_cli_args  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.workload import (  # noqa: E402
     Arrival,

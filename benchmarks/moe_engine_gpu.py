@@ -70,15 +70,15 @@ SHAPES = {
                       "tp": 1},
 }
 MODEL_DIR = os.path.join(ROOT, "tests", "emulator", "models", "Qwen3.5-122B-A10B")
-# The device command of the recorded run (benchmarks/README.md, "MoE engine on a GPU", sets up PYTHONPATH first).
 # The device calls behind benchmarks/results/moe_engine_gpu.json, per shape (benchmarks/README.md says how to run them).
-RUN_COMMANDS = {
-    "qwen35-122b-tp4": "python3 benchmarks/moe_engine_gpu.py --shape qwen35-122b-tp4 --workers 15 --deadline 330 "
-                       "--budget 560 --final-reps 4 --sample 8 --server-ms 1,16 "
-                       "--phases=engine,exhaustive,lookup,sglang,server",
-    "qwen3-30b-tp1": "python3 benchmarks/moe_engine_gpu.py --shape qwen3-30b-tp1 --workers 15 --deadline 300 "
-                     "--budget 545 --final-reps 6 --sample 8 --server-ms 1,16 "
-                     "--phases=engine,exhaustive,lookup,sglang,server",
+RUN_COMMANDS = {  # one device call per command, in order, on the same card type
+    "qwen35-122b-tp4": ["python3 benchmarks/moe_engine_gpu.py --shape qwen35-122b-tp4 --workers 15 --deadline 300 "
+                        "--budget 545 --final-reps 4 --phases=engine,lookup,exhaustive",
+                        "python3 benchmarks/moe_engine_gpu.py --shape qwen35-122b-tp4 --workers 15 --budget 420 "
+                        "--final-reps 4 --sample 8 --server-ms 1,16 --phases=sglang,server"],
+    "qwen3-30b-tp1": ["python3 benchmarks/moe_engine_gpu.py --shape qwen3-30b-tp1 --workers 15 --deadline 300 "
+                      "--budget 545 --final-reps 6 --sample 8 --server-ms 1,16 "
+                      "--phases=engine,exhaustive,lookup,sglang,server"],
 }
 
 
@@ -146,6 +146,32 @@ def bench_for(args, name: str, shape: dict, sizes: list[int]):
     return job, moe_engine.TritonBench(job)
 
 
+def precompile(args, name: str, shape: dict, sizes: list[int], space: dict[str, dict]) -> dict[str, str]:
+    """Every config of ``space`` for every specialisation of ``sizes``, both kernels, on ``--workers`` of the engine's
+    own compile workers into the engine's Triton cache (the engine compiled its stages only): the exhaustive phase
+    then loads every binary and compiles nothing in its timing process. Status per ``kernel/key``."""
+    job = moe_engine.validate_job({"shape": shape, "batch_sizes": sizes, "configs": list(space.values()),
+                                   "output": "-", "work_dir": os.path.join(args.work, name), "model_path": MODEL_DIR})
+    pool = moe_engine.Pool(moe_engine.compile_worker, job, [0], args.workers)
+    status, pending = {}, 0
+    try:
+        for kernel in ("up", "down"):
+            for key, config in space.items():
+                pool.put((kernel, key, config, sizes))
+                pending += 1
+        while pending:
+            for _pool, (kind, _wid, payload) in moe_engine.receive([pool], 5.0):
+                if kind == "fatal":
+                    raise RuntimeError(payload)
+                if kind in ("compiled", "lost"):
+                    kernel, key = payload[:2]
+                    status[f"{kernel}/{key}"] = payload[2]["status"] if kind == "compiled" else "compile:crashed"
+                    pending -= 1
+    finally:
+        pool.close()
+    return status
+
+
 def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict) -> dict:
     """Every config of the space at every M with the engine's screen timing (no halving), then the 5 fastest, the
     best of every BLOCK_SIZE_M, the engine's pick and the default re-timed as the engine's final (graphs,
@@ -153,8 +179,9 @@ def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict)
     job, bench = bench_for(args, name, shape, sizes)
     space = moe_engine.candidates(search_space(bench.device["smem_per_block_optin"]),
                                   [bench.release.default_config(m, shape, "up") for m in sizes])
-    with open(os.path.join(args.work, name, "engine-checkpoint.json"), encoding="utf-8") as handle:
-        compiled = json.load(handle)["compile"]  # configs that failed to compile are not retried in-process
+    start = time.time()
+    compiled = precompile(args, name, shape, sizes, space)  # configs that failed to compile are not retried
+    precompile_s = time.time() - start
     start = time.time()
     screen = {k: {m: {} for m in sizes} for k in ("up", "down")}
     for kernel in ("up", "down"):
@@ -190,7 +217,11 @@ def run_exhaustive(args, name: str, shape: dict, sizes: list[int], engine: dict)
         rows[str(m)] = {"engine": picked, "engine_us": ours, "best": best, "best_us": best_us,
                         "ratio": ours / best_us, "default_us": final["up"][default] + final["down"][default],
                         "configs_timed": {k: len(screen[k][m]) for k in screen}}
-    return {"screen_s": round(screen_s, 1), "screens_held_again": bench.held_again, "space": len(space), "per_m": rows,
+    # Every screen time, so other staging policies can be replayed offline against the same measurements.
+    times = {k: {str(m): {key: round(t, 3) for key, t in by_key.items()} for m, by_key in by_m.items()}
+             for k, by_m in screen.items()}
+    return {"precompile_s": round(precompile_s, 1), "screen_s": round(screen_s, 1), "screen": times,
+            "screens_held_again": bench.held_again, "space": len(space), "per_m": rows,
             "worst_ratio": max(row["ratio"] for row in rows.values())}
 
 
@@ -386,6 +417,8 @@ def report(args) -> int:
         return 1
     lines = {name: summary(p["engine"]["device"]["name"], name, p) for name, p in shapes.items() if "engine" in p}
     first = "qwen35-122b-tp4" if "qwen35-122b-tp4" in lines else sorted(lines)[0]
+    for phases in shapes.values():  # the exhaustive screen times stay in the phase files (offline replays), not here
+        phases.get("exhaustive", {}).pop("screen", None)
     data = {"date": time.strftime("%Y-%m-%d"), "commands": {name: RUN_COMMANDS.get(name) for name in shapes},
             "shapes": shapes, "summaries": lines, "summary": lines[first]}
     os.makedirs(os.path.dirname(RESULTS), exist_ok=True)
@@ -394,6 +427,55 @@ def report(args) -> int:
         if name != first:
             print(line)
     print(lines[first])
+    return 0
+
+
+# Staging policies replayed against an exhaustive phase's screen times (--replay): the engine's default first.
+REPLAY_POLICIES = {
+    "default": {},
+    "fewer leaders": {"lead_share": 0.04, "lead_min": 8, "lead_per_block_m": 2},
+    "no climb": {"climbs": 0},
+    "fewer leaders, no climb": {"lead_share": 0.04, "lead_min": 8, "lead_per_block_m": 2, "climbs": 0},
+}
+
+
+def replay_stages(screen: dict[int, dict[str, float]], groups: list[list[int]], timing: dict) -> tuple[int, float]:
+    """What the engine's staging (stage_plan, stage_keys) compiles with ``timing`` when every screen time is the
+    exhaustive phase's: (compiles, worst gap at any M between the best it screened and the best of all)."""
+    keys = set().union(*screen.values())
+    configs = {key: moe_engine.full_config(dict(zip(moe_engine.CONFIG_KEYS, (int(part[1:]) for part in key.split("_")))))
+               for key in keys}
+    seen: dict[str, dict[int, float]] = {}
+    compiles = 0
+    for stage in moe_engine.stage_plan(sorted(screen), groups, True, timing["climbs"]):
+        chosen = [key for key in moe_engine.stage_keys(stage, configs, seen, timing)
+                  if not all(m in seen.get(key, {}) for m in stage["sizes"])]
+        compiles += len(chosen)
+        for key in chosen:
+            seen[key] = {**seen.get(key, {}), **{m: screen[m][key] for m in stage["sizes"] if key in screen[m]}}
+    worst = max(min(t[m] for t in seen.values() if m in t) / min(screen[m].values()) - 1 for m in screen)
+    return compiles, worst
+
+
+def replay(directory: str) -> int:
+    """Each shape's exhaustive screen (phase files of --phases=engine,exhaustive) through REPLAY_POLICIES."""
+    for file in sorted(os.listdir(directory)):
+        if not file.endswith("-exhaustive.json"):
+            continue
+        name = file[:-len("-exhaustive.json")]
+        with open(os.path.join(directory, file), encoding="utf-8") as handle:
+            exhaustive = json.load(handle)
+        with open(os.path.join(directory, f"{name}-engine.json"), encoding="utf-8") as handle:
+            groups = json.load(handle)["stats"]["batch_size_groups"]
+        if "screen" not in exhaustive:
+            continue
+        for policy, changes in REPLAY_POLICIES.items():
+            timing = {**moe_engine.DEFAULT_TIMING, **changes}
+            rows = []
+            for kernel, by_m in exhaustive["screen"].items():
+                compiles, worst = replay_stages({int(m): t for m, t in by_m.items()}, groups[kernel], timing)
+                rows.append(f"{kernel} {compiles} compiles, worst {worst * 100:.2f}%")
+            print(f"[{name}] {policy}: " + "; ".join(rows))
     return 0
 
 
@@ -432,9 +514,12 @@ def main() -> int:
     parser.add_argument("--work", default=os.path.join(ROOT, ".cache", "moe-engine-gpu-work"))
     parser.add_argument("--out", default=os.environ.get("OUT", os.path.join(ROOT, ".cache", "moe-engine-gpu")))
     parser.add_argument("--report", help="merge the phase files of this directory into " + RESULTS)
+    parser.add_argument("--replay", help="replay staging policies on this directory's exhaustive screen times")
     args = parser.parse_args()
     if args.report:
         return report(args)
+    if args.replay:
+        return replay(args.replay)
     SUBSET.update(size=args.configs, seed=args.seed, space=args.space)
     if args.shape == "custom":
         spec = {"model": "custom", "E": args.experts, "topk": args.topk, "hidden": args.hidden,

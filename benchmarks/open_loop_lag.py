@@ -25,7 +25,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT / "collections"), str(ROOT)]
 
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import BenchConfig, run_sweep  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import BenchConfig  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import run_sweep  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.workload import Arrival  # noqa: E402
 from tests.unit.plugins.module_utils.fake_sglang_server import running_server, server_stats  # noqa: E402
 

@@ -50,11 +50,8 @@ for package_root in (ROOT / "collections", EMULATOR / "sglang", EMULATOR / "trit
         sys.path.insert(0, str(package_root))
 
 # pylint: disable=wrong-import-position
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (  # noqa: E402
-    BenchConfig,
-    stop_after_run,
-    sweep_order,
-)
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import BenchConfig  # noqa: E402
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_sweep import stop_after_run, sweep_order  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils import restart_check  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.decisions import decide_trial  # noqa: E402
 from ansible_collections.llmops.sglang.plugins.module_utils.drift import drift_check  # noqa: E402

@@ -13,19 +13,6 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_files
 
-SPEC = {
-    "step": {"type": "str", "required": True, "choices": ["load", "decide", "adopt"]},
-    "run_dir": {"type": "path", "required": True},
-    "stage": {"type": "str", "required": True},
-    "host": {"type": "str"},
-    "measured": {"type": "dict"},
-    "adopted": {"type": "dict"},
-    "compare": {"type": "dict", "default": {}},
-    "policy": {"type": "dict", "default": {}},
-    "moe_configs": {"type": "list", "elements": "str"},
-    "restart_check": {"type": "raw"},
-    "restarted": {"type": "dict"},
-}
 # What each step needs besides run_dir and stage.
 REQUIRED = {"load": (), "decide": ("measured", "adopted"), "adopt": ("measured",)}
 VERDICT_RECORDS = ("comparison", "side_effects", "decision", "restart_check")
@@ -34,7 +21,7 @@ VERDICT_RECORDS = ("comparison", "side_effects", "decision", "restart_check")
 class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments(SPEC)
+        args = self.arguments()
         missing = [name for name in REQUIRED[args["step"]] if args[name] is None]
         if missing:
             raise AnsibleActionFail(f"step={args['step']} needs {', '.join(missing)}")

@@ -17,11 +17,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import seria
 class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments({
-            "stage_dir": {"type": "path", "required": True},
-            "started_at": {"type": "str", "required": True},
-            "time_scale": {"type": "raw"},
-        })
+        args = self.arguments()
         errors = validate_run_inputs({"emulator_time_scale": args["time_scale"]})
         if errors:
             raise AnsibleActionFail("; ".join(errors))

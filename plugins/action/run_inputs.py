@@ -21,29 +21,7 @@ display = Display()
 class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments({
-            "run_id": {"type": "raw"},
-            "runs_root": {"type": "path"},
-            "stages": {"type": "raw"},
-            "force": {"type": "raw"},
-            "bench": {"type": "raw"},
-            "compare": {"type": "raw"},
-            "sequential": {"type": "raw"},
-            "restart_check": {"type": "raw"},
-            "policy": {"type": "raw"},
-            "moe": {"type": "raw"},
-            "flag_sets": {"type": "raw"},
-            "baseline_args": {"type": "raw"},
-            "environment": {"type": "raw"},
-            "skip_ineffective": {"type": "raw"},
-            "emulator_time_scale": {"type": "raw"},
-            "inventory_hosts": {"type": "list", "elements": "str"},
-            "service_name": {"type": "raw"},
-            "search": {"type": "raw"},
-            "search_selected": {"type": "raw", "default": False},
-            "llmops_run_id": {"type": "str"},
-            "variables": {"type": "list", "elements": "str", "default": []},
-        })
+        args = self.arguments()
         if args["llmops_run_id"] is not None:
             # A real deprecation (ansible-playbook, AWX and ansible-runner show it as one, and
             # deprecation_warnings=False silences it), not a warning: the name goes away in 3.0.0.

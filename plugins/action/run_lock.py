@@ -14,10 +14,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.run_lock import RunL
 class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments({
-            "runs_root": {"type": "path", "required": True},
-            "run_id": {"type": "str", "required": True},
-        })
+        args = self.arguments()
         try:
             run_dir = run_directory(args["runs_root"], args["run_id"])
         except ValueError as exc:

@@ -13,10 +13,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import recor
 class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments({
-            "dir": {"type": "path", "required": True},
-            "files": {"type": "dict", "required": True},
-        })
+        args = self.arguments()
         directory = Path(args["dir"])
         try:
             # null content (e.g. no sweep for a candidate that failed to start) removes the record

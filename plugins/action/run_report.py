@@ -15,7 +15,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import write
 class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments({"run_dir": {"type": "path", "required": True}})
+        args = self.arguments()
         run_dir = Path(args["run_dir"])
         if not run_report.HAS_REPORT_LIBS:
             raise AnsibleActionFail("the report needs matplotlib and markdown on the controller "

@@ -11,8 +11,6 @@ from ansible_collections.llmops.sglang.plugins.module_utils.server_args import p
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import Inputs, SearchInputError, Stage
 
-STEPS = ("plan", "next", "probe", "failed_start", "best", "verdict")
-
 
 def candidate_check(adopted_args: dict, help_text: str | None, rules: list | None, context: dict | None,
                     skip_ineffective: bool):
@@ -37,23 +35,7 @@ def candidate_check(adopted_args: dict, help_text: str | None, rules: list | Non
 class ActionModule(ControllerAction):
     def run(self, tmp=None, task_vars=None):
         result = super().run(tmp, task_vars)
-        args = self.arguments({
-            "step": {"type": "str", "required": True, "choices": list(STEPS)},
-            "dir": {"type": "path", "required": True},
-            "search": {"type": "raw", "required": True},
-            "adopted_args": {"type": "dict", "default": {}},
-            "help_text": {"type": "str"},
-            "rules": {"type": "list", "elements": "dict"},
-            "context": {"type": "dict"},
-            "skip_ineffective": {"type": "raw", "default": True},
-            "sweep": {"type": "dict"},
-            "facts": {"type": "dict"},
-            "environment": {"type": "dict"},
-            "time_scale": {"type": "raw"},
-            "failure": {"type": "dict"},
-            "reference_sweep": {"type": "dict"},
-            "candidate_sweeps": {"type": "dict"},
-        })
+        args = self.arguments()
         try:
             inputs = Inputs(args["search"])
             skip = as_bool("skip_ineffective", args["skip_ineffective"])

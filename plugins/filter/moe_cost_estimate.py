@@ -18,9 +18,10 @@ description:
   - The deployment's GPUs (from O(facts), else O(requested_args), else C(CUDA_VISIBLE_DEVICES) of O(environment))
     are held for all of it. docs/run-directory.md ("MoE estimate") has the sources of the per-config cost.
   - With O(engine=llmops) the engine's own model instead (docs/moe-engine.md, "What it costs") - one run tunes both
-    kernels, compiling each config's Triton variants once on the plan's C(compile_workers) (2.95 variants per config
-    and kernel, 0.718 core-seconds each) and timing each (config, batch size, kernel) on the plan's GPUs (2.6 ms),
-    both measured on an H100 (benchmarks/results/moe_engine_gpu.json); nothing when the plan's C(cache) is a hit.
+    kernels, starting its processes (28.9 s), compiling the Triton variants its stages build on the plan's
+    C(compile_workers) (0.88 variants per config and kernel, 0.611 core-seconds each) and timing each (config, batch
+    size, kernel) on the plan's GPUs (1.5 ms), all measured on an H100 (benchmarks/results/moe_engine_gpu.json);
+    nothing when the plan's C(cache) is a hit.
 author:
   - llmops.sglang contributors (@llmops)
 options:
@@ -75,7 +76,8 @@ _value:
       C(tuning_down), C(measurement)), C(real_s), C(gpu_minutes), C(tuning_gpu_minutes) and C(summary) (one line).
     - For O(engine=llmops) C(engine), C(gpus), C(batch_sizes), C(resumed), C(search_space), C(kernels),
       C(compile_workers), C(engine_gpus), C(cache) (the plan's cache status), C(model) (the constants and their source),
-      C(parts_s) (C(engine_compile), C(engine_timing), C(measurement)), C(real_s), C(engine_s), C(engine_gpu_minutes)
+      C(parts_s) (C(engine_start), C(engine_compile), C(engine_timing), C(measurement)), C(real_s), C(engine_s),
+      C(engine_gpu_minutes)
       (the engine's GPUs x its time, comparable to its run's C(gpu_minutes)), C(gpu_minutes), C(tuning_gpu_minutes) and
       C(summary).
   type: dict

@@ -31,7 +31,7 @@ _value:
   type: str
 """
 
-from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import unit_health_url
+from ansible_collections.llmops.sglang.plugins.module_utils._unit_file import unit_health_url
 
 
 class FilterModule:

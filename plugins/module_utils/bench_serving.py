@@ -18,15 +18,14 @@ import subprocess
 import typing as t
 from pathlib import Path
 
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
-    BenchAborted,
-    BenchConfig,
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import BenchConfig
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_session import BenchAborted, resolve_model
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_sweep import (
     StopRule,
     check_level,
     finish_sweep,
     make_level,
     new_sweep,
-    resolve_model,
     stop_after_run,
     sweep_order,
 )

@@ -206,6 +206,7 @@ def moe_estimate(plan: dict, *, gpus: int, workers: int, down_candidates: int | 
     down_s = down_rounds * (down_candidates or 0) * seconds_per_config
     parts = {"tuning_up": up_s, "tuning_down": down_s, "measurement": measurement_s or 0.0}
     seconds = sum(parts.values())
+    engine_s = seconds - parts["measurement"]
     estimate = {"gpus": gpus, "workers": workers, "batch_sizes": len(plan["batch_sizes"]),
                 "resumed": plan.get("resumed", 0), "rounds": rounds, "search_space": plan["search_space"],
                 "down_candidates": down_candidates, "down_processes": processes, "down_rounds": down_rounds,
@@ -235,23 +236,25 @@ def _estimate_text(estimate: dict, configs: int) -> str:
 
 
 # The engine's cost (engine: llmops, docs/moe-engine.md "What it costs"), from its run on an NVIDIA H100 80GB HBM3
-# (benchmarks/results/moe_engine_gpu.json: Qwen3.5-122B-A10B at TP4, 624 configs x SGLang's 18 batch sizes x up and
-# down, 15 compile workers, one GPU): 1,250 compiles built 3,690 Triton specialisations ("variants": a config's
-# launches over 18 batch sizes need about 3) in 2,648 compile core-seconds; the run took 234.8 s wall. Compiles are
-# shared by every batch size and spread over the compile workers; the rest of the wall time is timing, per
+# (benchmarks/results/moe_engine_gpu.json, 2026-12-06: Qwen3.5-122B-A10B at TP4, 624 configs x SGLang's 18 batch sizes
+# x up and down, staged compiles, 15 compile workers, one GPU): 28.9 s to start its processes (importing torch and the
+# release in each), 1,103 compiles that built 1,095 Triton specialisations ("variants") in 668.8 compile core-seconds,
+# 107.9 s wall in all. Compiles are spread over the compile workers; the rest of the wall time is timing, per
 # (config, batch size, kernel) on one GPU (the leaders are re-timed, so it includes the refinement).
-ENGINE_VARIANTS_PER_CONFIG = 3690 / 1250                 # 2.95 per config and kernel
-ENGINE_COMPILE_CORE_S_PER_VARIANT = 2648.1 / 3690        # 0.718 core-seconds
-ENGINE_TIMING_S_PER_POINT = (234.8 - 2648.1 / 15) / (624 * 18 * 2)  # 2.6 ms per (config, M, kernel) on one GPU
-ENGINE_COST_SOURCE = ("benchmarks/results/moe_engine_gpu.json, NVIDIA H100 80GB HBM3: 3,690 variants, 2,648 compile "
-                      "core-s, 1,250 compiles, 234.8 s wall on 15 workers for 624 configs x 18 batch sizes x up+down")
+ENGINE_START_S = 28.9
+ENGINE_VARIANTS_PER_CONFIG = 1095 / (624 * 2)            # 0.88 per config and kernel: staged, not 3 classes each
+ENGINE_COMPILE_CORE_S_PER_VARIANT = 668.8 / 1095         # 0.611 core-seconds
+ENGINE_TIMING_S_PER_POINT = (107.9 - ENGINE_START_S - 668.8 / 15) / (624 * 18 * 2)  # 1.5 ms per (config, M, kernel)
+ENGINE_COST_SOURCE = ("benchmarks/results/moe_engine_gpu.json, NVIDIA H100 80GB HBM3: 28.9 s start, 1,095 variants, "
+                      "668.8 compile core-s, 107.9 s wall on 15 workers for 624 configs x 18 batch sizes x up+down")
 
 
 def moe_engine_estimate(plan: dict, *, gpus: int, down: bool, measurement_s: float | None = None) -> dict[str, t.Any]:
     """GPU-minutes the MoE stage will cost with the engine (``engine: llmops``), from the up task's plan in check mode:
-    one engine run tunes both kernels (``down``) over the batch sizes still to tune, compiling every config's variants
-    once on the plan's ``compile_workers`` (C = configs x kernels x variants x core-s / workers) and timing every
-    (config, M, kernel) on the plan's GPUs (T = configs x M x kernels x s per point / GPUs). A hit in the
+    one engine run tunes both kernels (``down``) over the batch sizes still to tune: it starts its processes (S),
+    compiles the variants its stages build on the plan's ``compile_workers`` (C = configs x kernels x variants per
+    config x core-s / workers) and times every (config, M, kernel) on the plan's GPUs (T = configs x M x kernels x
+    s per point / GPUs). A hit in the
     controller's cache (the plan's ``cache``) costs no engine time. The deployment's ``gpus`` are held for all of it.
     """
     configs = plan["search_space"]["kept"]
@@ -263,19 +266,21 @@ def moe_engine_estimate(plan: dict, *, gpus: int, down: bool, measurement_s: flo
     variants = configs * kernels * ENGINE_VARIANTS_PER_CONFIG
     compile_s = variants * ENGINE_COMPILE_CORE_S_PER_VARIANT / workers if runs else 0.0
     timing_s = configs * todo * kernels * ENGINE_TIMING_S_PER_POINT / engine_gpus if runs else 0.0
-    parts = {"engine_compile": compile_s, "engine_timing": timing_s, "measurement": measurement_s or 0.0}
+    parts = {"engine_start": ENGINE_START_S if runs else 0.0, "engine_compile": compile_s, "engine_timing": timing_s,
+             "measurement": measurement_s or 0.0}
     seconds = sum(parts.values())
+    engine_s = seconds - parts["measurement"]
     estimate = {"engine": "llmops", "gpus": gpus, "batch_sizes": len(plan["batch_sizes"]),
                 "resumed": plan.get("resumed", 0), "search_space": plan["search_space"], "kernels": kernels,
                 "compile_workers": workers, "engine_gpus": engine_gpus, "cache": cache,
-                "model": {"variants_per_config": round(ENGINE_VARIANTS_PER_CONFIG, 3),
+                "model": {"start_s": ENGINE_START_S, "variants_per_config": round(ENGINE_VARIANTS_PER_CONFIG, 3),
                           "compile_core_s_per_variant": round(ENGINE_COMPILE_CORE_S_PER_VARIANT, 3),
                           "timing_s_per_point": round(ENGINE_TIMING_S_PER_POINT, 5), "source": ENGINE_COST_SOURCE},
                 "parts_s": {name: round(value, 1) for name, value in parts.items()}, "real_s": round(seconds, 1),
-                "engine_s": round(compile_s + timing_s, 1),
-                "engine_gpu_minutes": round(engine_gpus * (compile_s + timing_s) / 60, 2),
+                "engine_s": round(engine_s, 1),
+                "engine_gpu_minutes": round(engine_gpus * engine_s / 60, 2),
                 "gpu_minutes": round(gpus * seconds / 60, 1),
-                "tuning_gpu_minutes": round(gpus * (compile_s + timing_s) / 60, 1)}
+                "tuning_gpu_minutes": round(gpus * engine_s / 60, 1)}
     return {**estimate, "summary": _engine_estimate_text(estimate, configs, todo)}
 
 
@@ -285,7 +290,8 @@ def _engine_estimate_text(estimate: dict, configs: int, todo: int) -> str:
     elif not todo:
         work = "every batch size is checkpointed (no engine run)"
     else:
-        work = (f"engine {estimate['engine_s']:.0f} s: compile {configs} configs x {estimate['kernels']} kernels on "
+        work = (f"engine {estimate['engine_s']:.0f} s: start {estimate['parts_s']['engine_start']:.0f} s + compile "
+                f"{configs} configs x {estimate['kernels']} kernels on "
                 f"{estimate['compile_workers']} workers {estimate['parts_s']['engine_compile']:.0f} s + time {todo} "
                 f"batch sizes on {estimate['engine_gpus']} GPUs {estimate['parts_s']['engine_timing']:.0f} s, "
                 f"{estimate['engine_gpu_minutes']:.1f} engine GPU-min")

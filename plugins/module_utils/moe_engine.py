@@ -13,6 +13,9 @@ Why it is fast (docs/moe-engine.md):
 - every candidate compiles once per Triton specialisation of its launch (not once per batch size and GPU as in
   SGLang's tuner), ahead of time on all CPU cores (``compile_workers`` processes, Triton's ``warmup`` through the
   release's own launch path), into one Triton cache that the timing processes load from;
+- compiles are staged (``stage_plan``): every config only for the specialisation class with the most batch sizes
+  (one per GROUP_SIZE_M ``family`` first), the other classes only for the leaders at their nearest screened batch
+  size: about a third of the compiles of every config for every class;
 - timing is screened then refined (successive halving per batch size): one graph replay per (config, M) for all,
   more only for the leaders of each ``BLOCK_SIZE_M`` and overall;
 - one timing process per GPU, all at once; a compile or launch failure skips that config, a crashed process is
@@ -27,6 +30,7 @@ written atomically only when every (kernel, M) is tuned. Exit codes: 0 done, 2 b
 """
 from __future__ import annotations
 
+import collections
 import hashlib
 import inspect
 import json
@@ -51,6 +55,12 @@ DEFAULT_TIMING = {
     "refine_reps": 5,
     "final_top": 3,        # the leaders re-timed interleaved
     "final_reps": 10,
+    # Staged compiles (stage_plan): every config for the largest specialisation class, the rest for the leaders.
+    "staged": True,
+    "lead_share": 0.08,    # leaders per neighbouring batch size: the fastest share ...
+    "lead_min": 16,        # ... at least this many ...
+    "lead_per_block_m": 4,  # ... plus the best of every BLOCK_SIZE_M
+    "climbs": 2,           # rounds of one-parameter steps from each other class's best
 }
 # The screen's GPU-side wait per queued launch at first (doubled where the launches took longer to queue): the
 # Python launch path of invoke_fused_moe_kernel costs tens of microseconds per launch.
@@ -96,17 +106,90 @@ def candidates(configs: list[dict], defaults: list[dict]) -> dict[str, dict]:
     return out
 
 
-def refine_set(times: dict[str, float], share: float, minimum: int) -> list[str]:
-    """Keys worth more runs at one M: the fastest ``share`` (at least ``minimum``) and the best two of every
-    BLOCK_SIZE_M (the joint up/down choice needs each block size's best)."""
+def refine_set(times: dict[str, float], share: float, minimum: int, per_block_m: int = 2) -> list[str]:
+    """Keys worth more runs at one M: the fastest ``share`` (at least ``minimum``) and the best ``per_block_m`` of
+    every BLOCK_SIZE_M (the joint up/down choice needs each block size's best)."""
     ranked = sorted((t, key) for key, t in times.items() if t is not None and math.isfinite(t))
     keep = {key for _time, key in ranked[:max(minimum, math.ceil(share * len(ranked)))]}
     per_bm: dict[str, list[str]] = {}
     for _time, key in ranked:
         per_bm.setdefault(key.split("_")[0], []).append(key)
     for keys in per_bm.values():
-        keep.update(keys[:2])
+        keep.update(keys[:per_block_m])
     return sorted(keep, key=lambda key: times[key])
+
+
+def family(key: str) -> str:
+    """A config's key without GROUP_SIZE_M. GROUP_SIZE_M only reorders the kernel's blocks (their L2 reuse), so
+    configs of one family rank alike wherever the others are slow: the engine screens one per family first and the
+    rest of a family only where it leads (``stage_plan``)."""
+    parts = key.split("_")
+    return "_".join(parts[:3] + parts[4:])
+
+
+def stage_plan(sizes: list[int], groups: list[list[int]] | None, staged: bool = True, climbs: int = 2) -> list[dict]:
+    """The order a kernel's candidates are compiled and screened in, from its specialisation classes (``groups``:
+    the batch sizes that share one Triton binary). Compiles cost ~0.6 core-s per (config, class) and timing ~1% of
+    that, so only the largest class gets every config: ``base`` (one config per ``family``) then ``twins`` (the rest
+    of the families that lead at some of its batch sizes); every other class, nearest first, gets ``leaders``: the
+    fastest configs at the nearest batch size already screened (``neighbours``), then up to ``climbs`` rounds of
+    ``climb``: the configs one parameter away from the class's best at each of its batch sizes, as long as that
+    finds new ones (the ranking at another batch size is a proxy: this corrects where it misleads). Not staged, or
+    classes unknown: every config at every batch size of ``sizes`` (``all``)."""
+    if not staged or not groups:
+        return [{"select": "all", "sizes": sorted(sizes)}]
+    remaining = sorted((sorted(group) for group in groups), key=lambda group: (-len(group), group[0]))
+    main = remaining.pop(0)
+    plan = [{"select": "base", "sizes": main}, {"select": "twins", "sizes": main, "neighbours": main}]
+    covered = list(main)
+
+    def distance(m: int, other: int) -> float:
+        return abs(math.log(m) - math.log(other))
+
+    while remaining:
+        group = min(remaining, key=lambda g: min(distance(m, c) for m in g for c in covered))
+        remaining.remove(group)
+        nearest = min(covered, key=lambda c: min(distance(m, c) for m in group))
+        plan.append({"select": "leaders", "sizes": group, "neighbours": [nearest]})
+        plan += [{"select": "climb", "sizes": group}] * climbs
+        covered.extend(group)
+    return plan
+
+
+def stage_keys(stage: dict, candidates: dict[str, dict], screen: dict[str, dict[int, float]], timing: dict) -> list[str]:
+    """The candidates a stage compiles and screens (see ``stage_plan``); ``screen``: key -> {M: time} so far.
+    Leaders come from the ``neighbours``' screen times; where none was screened (a resumed run), every candidate."""
+    select = stage["select"]
+    if select == "all":
+        return list(candidates)
+    if select == "climb":
+        best = {min((by_m[m], key) for key, by_m in screen.items() if m in by_m)[1]
+                for m in stage["sizes"] if any(m in by_m for by_m in screen.values())}
+        return [key for key in candidates if any(_one_apart(candidates[key], candidates[b]) for b in best)]
+    if select == "base":
+        first: dict[str, str] = {}
+        for key in candidates:  # the smallest GROUP_SIZE_M of each family
+            if family(key) not in first or _group_size(key) < _group_size(first[family(key)]):
+                first[family(key)] = key
+        return list(first.values())
+    lead: set[str] = set()
+    for m in stage["neighbours"]:
+        times = {key: by_m[m] for key, by_m in screen.items() if m in by_m}
+        lead.update(refine_set(times, timing["lead_share"], timing["lead_min"], timing["lead_per_block_m"]))
+    if not lead and select == "leaders":
+        return list(candidates)
+    if select == "twins":
+        families = {family(key) for key in lead}
+        return [key for key in candidates if family(key) in families]
+    return [key for key in candidates if key in lead]
+
+
+def _one_apart(config: dict, other: dict) -> bool:
+    return sum(config[name] != other[name] for name in CONFIG_KEYS) == 1
+
+
+def _group_size(key: str) -> int:
+    return int(key.split("_")[3][1:])
 
 
 def median(samples: list[float]) -> float:
@@ -457,17 +540,17 @@ class TritonBench:
 
         kernel.run = compile_only
 
-    def compile(self, kernel: str, config: dict) -> dict:
-        """Compile ``config`` for every Triton specialisation the batch sizes need; load it (shared memory and
-        registers are checked at load). A record: status, seconds, variants, the batch sizes of each variant
-        (``groups``), registers, spills, shared memory."""
+    def compile(self, kernel: str, config: dict, sizes: list[int] | None = None) -> dict:
+        """Compile ``config`` for every Triton specialisation the batch sizes ``sizes`` (default: the job's) need;
+        load it (shared memory and registers are checked at load). A record: status, seconds, variants, the batch
+        sizes of each variant (``groups``), registers, spills, shared memory."""
         start = time.perf_counter()
         record = {"status": "ok"}
         problem = self.problem(kernel)
         self._compiled.clear()
         try:
             binary_of = {}
-            for m in self.job["batch_sizes"]:
+            for m in sizes or self.job["batch_sizes"]:
                 self.release.launch(problem, m, config, 0, 0)
                 binary_of[m] = id(self._compiled[-1])  # warmup returns the binary, new or already built
             variants = {id(c): c for c in self._compiled}.values()
@@ -589,9 +672,9 @@ def compile_worker(job: dict, gpu, tasks, results, wid: int) -> None:
         task = tasks.get()
         if task is None:
             return
-        kernel, key, config = task
+        kernel, key, config, sizes = task
         results.send(("start", wid, (kernel, key)))
-        results.send(("compiled", wid, (kernel, key, bench.compile(kernel, config))))
+        results.send(("compiled", wid, (kernel, key, {**bench.compile(kernel, config, sizes), "sizes": sizes})))
 
 
 def timing_worker(job: dict, gpu, tasks, results, wid: int) -> None:
@@ -725,8 +808,8 @@ def receive(pools: list, timeout: float) -> list:
 
 
 class Engine:
-    """Compile everything once (CPU pool), screen each compiled config at every M as soon as it is ready (GPU
-    pool), refine the leaders per M, check the winners, write SGLang's files."""
+    """Compile in stages (CPU pool), screen each compiled config at its stage's batch sizes as soon as it is ready
+    (GPU pool), refine the leaders per M, check the winners, write SGLang's files."""
 
     def __init__(self, job: dict) -> None:
         self.job = job
@@ -740,8 +823,10 @@ class Engine:
         self.final: dict[str, dict[int, dict[str, float]]] = {k: {} for k in KERNELS}
         self.failed: dict[str, dict[str, str]] = {k: {} for k in KERNELS}
         self.resumed = 0
+        self.device, self.ready, self.pending_checks = None, {}, {}
         self.stats = {"compiles": 0, "compile_seconds": 0.0, "variants": 0, "measurements": 0, "lost": 0,
-                      "screens_held_again": 0, "batch_size_groups": {}}
+                      "screens_held_again": 0, "timed_while_compiling": 0, "batch_size_groups": {}, "stages": {},
+                      "timeline": {}}
 
     def run(self) -> dict:
         os.makedirs(self.job["work_dir"], exist_ok=True)
@@ -751,18 +836,19 @@ class Engine:
         self.compilers = Pool(compile_worker, self.job, self.job["gpus"][:1], self.job["compile_workers"])
         try:
             main_bench = _MainSide(self.job)
+            self._mark("main_side")
             self.job = {**self.job, "kernels": main_bench.kernels(self.job["kernels"])}
-            self.device = self._wait_ready(self.timers, len(self.job["gpus"]))
-            emit("ready", device=self.device["name"], gpus=len(self.job["gpus"]))
             defaults = {k: main_bench.defaults(k) for k in self.job["kernels"]}
             self.candidates = {k: candidates(self.job["configs"], defaults[k]) for k in self.job["kernels"]}
             self.defaults = {k: {m: config_key(config) for m, config in zip(self.sizes, defaults[k])}
                              for k in self.job["kernels"]}
             todo = self._todo_sizes()
             self.resumed = len(self.sizes) - len(todo)
-            if todo:
-                self._compile_and_screen(todo)
-                self._refine(todo)
+            if todo:  # compiles start as soon as compile workers are up: screens queue until a GPU's worker is
+                self._tune(todo)
+            while self.device is None:
+                for _message in self._messages([self.timers]):
+                    pass
             result = self._result(main_bench)
         except BaseException:
             self._save_checkpoint()  # compile results and finished batch sizes survive a deadline or a failure
@@ -783,157 +869,243 @@ class Engine:
         for pool, (kind, _wid, payload) in receive(pools, timeout):
             if kind == "fatal":
                 raise RuntimeError(payload)
+            if kind == "ready":
+                self._worker_ready(pool, payload)
             yield pool, kind, payload
 
-    def _wait_ready(self, pool: Pool, count: int):
-        facts, ready = None, 0
-        while ready < count:
-            for _pool, kind, payload in self._messages([pool]):
-                if kind == "ready":
-                    ready += 1
-                    facts = facts or payload
-        return facts
+    def _worker_ready(self, pool: Pool, facts) -> None:
+        """A worker is up; the first timing worker's device facts are the run's (its GPU, as torch reports it)."""
+        self.ready[id(pool)] = self.ready.get(id(pool), 0) + 1
+        if pool is self.timers and self.device is None:
+            self.device = facts
+            emit("ready", device=facts["name"], gpus=len(self.job["gpus"]))
+            self._mark("timers_ready")
+        elif pool is self.compilers and self.ready[id(pool)] == self.job["compile_workers"]:
+            self._mark("compilers_ready")
 
     def _check_deadline(self) -> None:
         if time.time() > self.deadline:
             raise TimeoutError(f"deadline of {self.job['deadline_s']:g}s reached")
 
-    def _compile_and_screen(self, todo: list[int]) -> None:
+    def _tune(self, todo: list[int]) -> None:
+        """Each kernel's candidates, stage by stage (``stage_plan``): a probe (the release's default config at every
+        batch size) shows the kernel's specialisation classes; each stage's compiles are screened as they finish,
+        and a kernel's next stage starts when its last screen is in (the two kernels' stages overlap). A batch size
+        no later stage of either kernel screens at is refined while the compiles go on: refines, finals and checks
+        wait in a backlog for a GPU with no screen queued, so they fill the GPU's idle time and never hold a stage
+        up. Each checked batch size is checkpointed."""
         known = self.checkpoint.setdefault("compile", {})
-        pending_compile = 0
+        self.todo, self.compiling, self.screening, self.timing_out = todo, 0, 0, 0
+        self.stages = {kernel: {"plan": None, "index": -1, "pending": 0} for kernel in self.job["kernels"]}
+        self.settled = {kernel: set() for kernel in self.job["kernels"]}
+        self.backlog: collections.deque = collections.deque()
+        self.unchecked = set(todo)
         for kernel in self.job["kernels"]:
-            for key, config in self.candidates[kernel].items():
-                status = known.get(f"{kernel}/{key}")
-                if status and status != "ok":
-                    self.failed[kernel][key] = status
-                    continue
-                self.compilers.put((kernel, key, config))
-                pending_compile += 1
-        pending_screen = 0
-        emit("compile", total=pending_compile, workers=self.job["compile_workers"])
-        done_compiles = 0
-        while pending_compile or pending_screen:
+            self.failed[kernel].update({key: known[f"{kernel}/{key}"] for key in self.candidates[kernel]
+                                        if known.get(f"{kernel}/{key}", "ok") != "ok"})  # an earlier run's, not retried
+            probe = next((key for key in self.defaults[kernel].values() if known.get(f"{kernel}/{key}", "ok") == "ok"),
+                         None)
+            if self.timing["staged"] and probe:
+                self.stages[kernel]["probe"] = probe
+                self._put_compile(kernel, probe, self.sizes)
+            else:
+                self.stages[kernel]["plan"] = stage_plan(self.sizes, None, staged=False)
+                self._next_stage(kernel)
+        emit("compile", workers=self.job["compile_workers"], staged=self.timing["staged"])
+        while self.unchecked:
             for pool, kind, payload in self._messages([self.compilers, self.timers]):
                 if kind == "compiled":
-                    pending_compile -= 1
-                    done_compiles += 1
-                    pending_screen += self._compiled(payload, todo)
-                    if done_compiles % 100 == 0 or not pending_compile:
-                        emit("compile", done=done_compiles, pending=pending_compile)
+                    self._compiled(payload)
                 elif kind == "screen":
-                    pending_screen -= 1
                     self._screened(payload)
-                elif kind == "lost":  # the process died on this task: the config is skipped, never retried
-                    self.stats["lost"] += 1
-                    if pool is self.compilers:
-                        pending_compile -= 1
-                        kernel, key = payload
-                        self.failed[kernel][key] = known[f"{kernel}/{key}"] = "compile:crashed"
-                    else:
-                        pending_screen -= 1
-                        kernel, key = payload[1].split("/")
-                        self.failed[kernel][key] = "launch:crashed"
-        self._save_checkpoint()
+                elif kind in ("refine", "check"):
+                    self._timed(kind, payload)
+                elif kind == "lost":
+                    self._lost(pool, payload)
+            self._release_timing()
+        self._mark("checked")
 
-    def _compiled(self, payload, todo: list[int]) -> int:
+    def _lost(self, pool, payload) -> None:
+        """A worker died on a task: a config it compiled or screened is skipped, never retried; a refine or check
+        (configs that ran before) ends the run."""
+        self.stats["lost"] += 1
+        if pool is self.compilers:
+            kernel, key = payload
+            self.failed[kernel][key] = self.checkpoint["compile"][f"{kernel}/{key}"] = "compile:crashed"
+            self._compile_done()
+        elif payload[0] == "screen":
+            kernel, key = payload[1].split("/")
+            self.failed[kernel][key] = "launch:crashed"
+            self.screening -= 1
+        else:
+            raise RuntimeError(f"a timing process died during {payload[0]} {payload[1]}")
+        self._task_done(kernel)
+
+    def _put_compile(self, kernel: str, key: str, sizes: list[int]) -> None:
+        self.compilers.put((kernel, key, self.candidates[kernel][key], sizes))
+        self.stages[kernel]["pending"] += 1
+        self.compiling += 1
+
+    def _compile_done(self) -> None:
+        self.compiling -= 1
+        if self.stats["compiles"] % 100 == 0 or not self.compiling:
+            emit("compile", done=self.stats["compiles"], pending=self.compiling)
+
+    def _task_done(self, kernel: str) -> None:
+        """One compile or screen of ``kernel`` finished; the last of a stage starts the next."""
+        state = self.stages[kernel]
+        state["pending"] -= 1
+        if not state["pending"]:
+            if state["plan"] is None:  # the probe failed or crashed: every config at every batch size
+                state["plan"] = stage_plan(self.sizes, None, staged=False)
+            self._next_stage(kernel)
+
+    def _next_stage(self, kernel: str) -> None:
+        """Queue the compiles of ``kernel``'s next stage that has any (none left: the kernel is screened)."""
+        state, known = self.stages[kernel], self.checkpoint["compile"]
+        while not state["pending"] and state["index"] + 1 < len(state["plan"]):
+            state["index"] += 1
+            stage = state["plan"][state["index"]]
+            sizes = [m for m in stage["sizes"] if m in self.todo]
+            keys = stage_keys(stage, self.candidates[kernel], self.screen[kernel], self.timing)
+            keys += [self.defaults[kernel][m] for m in sizes]  # a pick is never slower than the release's default
+            screened = self.screen[kernel]
+            keys = [key for key in dict.fromkeys(keys) if key not in self.failed[kernel]
+                    and known.get(f"{kernel}/{key}", "ok") == "ok"
+                    and not all(m in screened.get(key, {}) for m in sizes)]
+            for key in keys if sizes else []:
+                self._put_compile(kernel, key, sizes)
+            self.stats["stages"].setdefault(kernel, []).append(
+                {**stage, "sizes": sizes, "configs": len(keys) if sizes else 0, "t": self._elapsed()})
+        later = {m for stage in state["plan"][state["index"]:] for m in stage["sizes"]} if state["pending"] else set()
+        self._settle(kernel, [m for m in self.todo if m not in later])
+        if not any(other["pending"] or other["plan"] is None for other in self.stages.values()):
+            self._mark("screened")
+            self._save_checkpoint()
+
+    def _settle(self, kernel: str, sizes: list[int]) -> None:
+        """``kernel`` screens nothing more at ``sizes``: where both kernels are settled, the batch size is refined."""
+        new = [m for m in sizes if m not in self.settled[kernel]]
+        self.settled[kernel].update(new)
+        for m in new:
+            if all(m in settled for settled in self.settled.values()):
+                for each in self.job["kernels"]:
+                    times = {key: by_m[m] for key, by_m in self.screen[each].items() if m in by_m}
+                    keys = refine_set(times, self.timing["refine_share"], self.timing["refine_min"])
+                    if self.defaults[each][m] in times:
+                        keys.append(self.defaults[each][m])
+                    self.backlog.append(self._refine_task(each, m, keys, rounds=1, final=False))
+
+    def _compiled(self, payload) -> None:
         kernel, key, record = payload
         self.checkpoint["compile"][f"{kernel}/{key}"] = record["status"]
         self.stats["compiles"] += 1
         self.stats["compile_seconds"] += record.get("seconds", 0.0)
+        if self.stats["compiles"] == 1:
+            self._mark("first_compile")
+        self._compile_done()
+        state = self.stages[kernel]
         if record["status"] != "ok":
             self.failed[kernel][key] = record["status"]
-            return 0
-        self.stats["variants"] += record.get("variants", 1)
-        self.stats["batch_size_groups"].setdefault(kernel, record.get("groups"))
-        config = self.candidates[kernel][key]
-        self.timers.put(("screen", {"id": f"{kernel}/{key}", "kernel": kernel, "key": key, "config": config,
-                                    "sizes": todo, "launches": self.timing["screen_launches"]}))
-        return 1
+        else:
+            self.stats["variants"] += record.get("variants", 1)
+            if record["sizes"] == self.sizes:
+                self.stats["batch_size_groups"].setdefault(kernel, record.get("groups"))
+            if state["plan"] is None and key == state.get("probe"):
+                state["plan"] = stage_plan(self.sizes, record.get("groups"), self.timing["staged"],
+                                           self.timing["climbs"])
+            sizes = [m for m in record["sizes"] if m in self.todo]
+            self.timers.put(("screen", {"id": f"{kernel}/{key}", "kernel": kernel, "key": key,
+                                        "config": self.candidates[kernel][key], "sizes": sizes,
+                                        "launches": self.timing["screen_launches"]}))
+            state["pending"] += 1
+            self.screening += 1
+        self._task_done(kernel)
 
     def _screened(self, payload: dict) -> None:
+        self.screening -= 1
         kernel, key = payload["kernel"], payload["key"]
         if "error" in payload:
             self.failed[kernel][key] = "launch:" + payload["error"][:80]
-            return
-        self.stats["measurements"] += len(payload["times"])
-        self.stats["screens_held_again"] += payload.get("held_again", 0)
-        self.screen[kernel][key] = {int(m): t for m, t in payload["times"].items()}
+        else:
+            self.stats["measurements"] += len(payload["times"])
+            self.stats["screens_held_again"] += payload.get("held_again", 0)
+            self.screen[kernel].setdefault(key, {}).update({int(m): t for m, t in payload["times"].items()})
+        self._task_done(kernel)
 
-    def _refine(self, todo: list[int]) -> None:
-        """Per (kernel, M): the leaders of the screen get ``refine_reps`` more replays on one GPU; the fastest
-        ``final_top`` and the best of every BLOCK_SIZE_M then run ``final_reps`` interleaved on one GPU, and those
-        samples alone decide. Each M's pick is checked against the reference and checkpointed."""
-        tasks = 0
-        for kernel in self.job["kernels"]:
-            for m in todo:
-                times = {key: by_m[m] for key, by_m in self.screen[kernel].items() if m in by_m}
-                keys = refine_set(times, self.timing["refine_share"], self.timing["refine_min"])
-                if self.defaults[kernel][m] in times:
-                    keys.append(self.defaults[kernel][m])
-                self._put_refine(kernel, m, keys, rounds=1, final=False)
-                tasks += 1
-        emit("refine", tasks=tasks)
-        self._drain("refine", tasks, self._refined)
-        self._pick_and_check(todo)
+    def _elapsed(self) -> float:
+        return round(time.time() - self.start, 1)
 
-    def _put_refine(self, kernel: str, m: int, keys: list[str], rounds: int, final: bool) -> None:
+    def _mark(self, event: str) -> None:
+        """A point of the run's timeline (seconds since the start), in the result: where the wall time went."""
+        self.stats["timeline"][event] = self._elapsed()
+
+    def _release_timing(self) -> None:
+        """Backlog tasks to the GPUs while none has a screen queued, one per GPU at a time."""
+        while self.backlog and not self.screening and self.timing_out < len(self.job["gpus"]):
+            self.timers.put(self.backlog.popleft())
+            self.timing_out += 1
+            self.stats["timed_while_compiling"] += bool(self.compiling)
+
+    def _refine_task(self, kernel: str, m: int, keys: list[str], rounds: int, final: bool) -> tuple:
         configs = {key: self.candidates[kernel][key] for key in dict.fromkeys(keys)}
-        self.timers.put(("refine", {"id": f"{kernel}/{m}/{'final' if final else 'refine'}", "kernel": kernel,
-                                    "m": m, "configs": configs, "reps": self.timing["refine_reps"],
-                                    "rounds": rounds, "final": final}))
+        return ("refine", {"id": f"{kernel}/{m}/{'final' if final else 'refine'}", "kernel": kernel, "m": m,
+                           "configs": configs, "reps": self.timing["refine_reps"], "rounds": rounds, "final": final})
 
-    def _drain(self, kind: str, pending: int, handle) -> None:
-        """Wait for ``pending`` results of ``kind`` and for the follow-up tasks their handler queues."""
-        while pending:
-            for _pool, got, payload in self._messages([self.timers]):
-                if got == "lost":
-                    raise RuntimeError(f"a timing process died during {kind} {payload}")
-                if got == kind:
-                    if "error" in payload:
-                        raise RuntimeError(f"{kind} {payload['id']} failed: {payload['error']}")
-                    pending += handle(payload) - 1
+    def _timed(self, kind: str, payload: dict) -> None:
+        """A refine, final or check result. Per (kernel, M): the screen's leaders get ``refine_reps`` replays; the
+        fastest ``final_top``, the best of every BLOCK_SIZE_M and the default then run ``final_reps`` interleaved,
+        and those samples alone decide; the pick is checked against the reference."""
+        self.timing_out -= 1
+        if "error" in payload:
+            raise RuntimeError(f"{kind} {payload['id']} failed: {payload['error']}")
+        if kind == "check":
+            self._checked(payload)
+        elif payload["final"]:
+            self._finalised(payload)
+        else:
+            self.stats["measurements"] += len(payload["samples"]) * payload["rounds"]
+            medians = {key: median(times) for key, times in payload["samples"].items()}
+            kernel, m = payload["kernel"], payload["m"]
+            finalists = sorted(medians, key=medians.get)[:self.timing["final_top"]]
+            finalists += [key for key, _time in best_per_block_m(medians).values()]
+            if self.defaults[kernel][m] in medians:
+                finalists.append(self.defaults[kernel][m])
+            rounds = max(1, self.timing["final_reps"] // self.timing["refine_reps"])
+            self.backlog.appendleft(self._refine_task(kernel, m, finalists, rounds=rounds, final=True))
 
-    def _refined(self, payload: dict) -> int:
-        kernel, m, samples = payload["kernel"], payload["m"], payload["samples"]
-        self.stats["measurements"] += len(samples) * payload["rounds"]
-        medians = {key: median(times) for key, times in samples.items()}
-        if payload["final"]:
-            self.final[kernel][m] = medians
-            return 0
-        finalists = sorted(medians, key=medians.get)[:self.timing["final_top"]]
-        finalists += [key for key, _time in best_per_block_m(medians).values()]
-        if self.defaults[kernel][m] in medians:
-            finalists.append(self.defaults[kernel][m])
-        rounds = max(1, self.timing["final_reps"] // self.timing["refine_reps"])
-        self._put_refine(kernel, m, finalists, rounds=rounds, final=True)
-        return 1
-
-    def _pick_and_check(self, todo: list[int]) -> None:
+    def _finalised(self, payload: dict) -> None:
+        """A final: once every kernel has its final at this M, the joint pick, and its checks."""
+        kernel, m = payload["kernel"], payload["m"]
+        self.stats["measurements"] += len(payload["samples"]) * payload["rounds"]
+        self.final[kernel][m] = {key: median(times) for key, times in payload["samples"].items()}
         kernels = self.job["kernels"]
-        checks = 0
-        for m in todo:
-            times = {k: self.final[k][m] for k in kernels}
-            pick = joint_pick(times["up"], times.get("down"))
-            self.checkpoint["done"][str(m)] = {
-                "pick": pick, "timed": {k: len(self.screen[k]) for k in kernels},
-                "default": {k: self.defaults[k][m] for k in kernels},
-                "default_us": {k: times[k].get(self.defaults[k][m]) for k in kernels}}
-            for kernel in kernels:
-                key = pick[kernel]
-                self.timers.put(("check", {"id": f"{kernel}/{m}/check", "kernel": kernel, "m": m, "key": key,
-                                           "config": self.candidates[kernel][key]}))
-                checks += 1
-        self._drain("check", checks, self._checked)
-        self._save_checkpoint()
+        if not all(m in self.final[k] for k in kernels):
+            return
+        if all(size in self.final[k] for k in kernels for size in self.todo):
+            self._mark("refined")
+        times = {k: self.final[k][m] for k in kernels}
+        pick = joint_pick(times["up"], times.get("down"))
+        self.pending_checks[m] = {
+            "pick": pick, "timed": {k: sum(m in by_m for by_m in self.screen[k].values()) for k in kernels},
+            "default": {k: self.defaults[k][m] for k in kernels},
+            "default_us": {k: times[k].get(self.defaults[k][m]) for k in kernels}, "rel_error": {}}
+        for each in kernels:
+            key = pick[each]
+            self.backlog.appendleft(("check", {"id": f"{each}/{m}/check", "kernel": each, "m": m, "key": key,
+                                               "config": self.candidates[each][key]}))
 
-    def _checked(self, payload: dict) -> int:
-        error, limit = payload["rel_error"], 2e-2
-        entry = self.checkpoint["done"][str(payload["m"])]
-        entry.setdefault("rel_error", {})[payload["kernel"]] = error
+    def _checked(self, payload: dict) -> None:
+        error, limit, m = payload["rel_error"], 2e-2, payload["m"]
         if not error <= limit:
-            raise RuntimeError(f"{payload['kernel']} M={payload['m']}: the pick {payload['key']} computes a wrong "
+            raise RuntimeError(f"{payload['kernel']} M={m}: the pick {payload['key']} computes a wrong "
                                f"result (relative error {error:.2e} > {limit:.0e} against the float32 reference)")
-        return 0
+        entry = self.pending_checks[m]
+        entry["rel_error"][payload["kernel"]] = error
+        if len(entry["rel_error"]) == len(self.job["kernels"]):
+            self.checkpoint["done"][str(m)] = self.pending_checks.pop(m)
+            self.unchecked.discard(m)
+            self._save_checkpoint()
 
     def _save_checkpoint(self) -> None:
         write_json_atomically(self.checkpoint_path, self.checkpoint)

@@ -22,7 +22,7 @@ import typing as t
 
 from ansible_collections.llmops.sglang.plugins.module_utils import restart_check as _restart_check
 from ansible_collections.llmops.sglang.plugins.module_utils import stages as _stages
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import MAX_CONCURRENCY
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import MAX_CONCURRENCY
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import Scales
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import (
     environment_errors,

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
-from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import unit_health_url
+from ansible_collections.llmops.sglang.plugins.module_utils._unit_file import unit_health_url
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import ReadyResult, wait_until_ready
 
 BACKUP_SUFFIX = ".llmops-backup"

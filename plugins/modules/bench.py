@@ -718,15 +718,14 @@ from pathlib import Path
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import (
     DEFAULT_CONCURRENCY_LEVELS,
     ENDPOINT_PATHS,
     WARMUP_OUTPUT_LEN,
     BenchConfig,
-    format_progress,
-    run_sweep,
-    workload_document,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_sweep import format_progress, workload_document
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import run_sweep
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_serving import run_bench_serving_sweep
 from ansible_collections.llmops.sglang.plugins.module_utils.sequential_verdict import (
     DESIGN_DEFAULTS,

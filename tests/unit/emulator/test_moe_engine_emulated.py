@@ -47,6 +47,7 @@ DEMO_PROFILE = EMULATOR / "profiles" / "demo.yaml"
 SHAPE = {"E": 256, "N": 256, "hidden": 3072, "topk": 8, "dtype": "bf16"}
 SMEM = 101376
 SIZES = [1, 16, 64, 512]
+KERNELS = ("up", "down")
 UP_FILE = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
 DOWN_FILE = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition_down.json"
 
@@ -113,6 +114,17 @@ def tuned(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
             "rerun": rerun, "again": again}
 
 
+@pytest.fixture(scope="module")
+def unstaged(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The same run as ``tuned`` with every config compiled for every specialisation (``timing.staged: false``)."""
+    base = tmp_path_factory.mktemp("unstaged")
+    profile = write_profile(base / "profile.yaml", engine_crash_configs=1, compile_error_configs=2)
+    configs = space()
+    rc, events, stderr = run_engine(base, profile, make_job(base, configs, timing={"staged": False}))
+    assert rc == 0, (events[-3:], stderr[-3000:])
+    return {"profile": profile, "configs": configs, "result": json.loads((base / "result.json").read_text())}
+
+
 # --------------------------------------------------------------------------------------------- the program
 
 def test_engine_tunes_every_batch_size_of_both_kernels(tuned: dict[str, Any]) -> None:
@@ -161,9 +173,9 @@ def test_picks_are_no_slower_than_the_default_in_the_model(tuned: dict[str, Any]
         assert result["per_m"][str(m)]["default"]["up"] == moe_engine.config_key(_default(m))
 
 
-def test_failures_are_counted_by_reason(tuned: dict[str, Any]) -> None:
-    result, configs = tuned["result"], tuned["configs"]
-    broken = KernelModel(load_profile(tuned["profile"])).start_tuning(configs)
+def test_failures_are_counted_by_reason(unstaged: dict[str, Any]) -> None:
+    result, configs = unstaged["result"], unstaged["configs"]
+    broken = KernelModel(load_profile(unstaged["profile"])).start_tuning(configs)
     runtime = [c for c in configs if (c["BLOCK_SIZE_M"] == 256 and c["num_warps"] == 4) or model_key(c) in broken]
     oor = [c for c in configs if shared_memory_bytes(c, 2, 2) > SMEM and c not in runtime]
     assert len(runtime) >= 4 and len(oor) >= 4
@@ -179,6 +191,55 @@ def test_failures_are_counted_by_reason(tuned: dict[str, Any]) -> None:
     compiled = result["stats"]["compiles"]
     assert compiled == 2 * count - 2  # the crashed compiles report nothing
     assert result["stats"]["variants"] > compiled - 2 * (len(runtime) + len(oor))
+
+
+@pytest.fixture(scope="module")
+def dense(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """A staged run over a regular grid (216 configs: every combination, as SGLang's pruned space is), where the
+    leaders' one-parameter neighbours exist for the climb."""
+    base = tmp_path_factory.mktemp("dense")
+    profile = write_profile(base / "profile.yaml")
+    configs = [c for c in compute_bound_search_space() if c["BLOCK_SIZE_M"] <= 64 and c["BLOCK_SIZE_N"] <= 128
+               and c["BLOCK_SIZE_K"] <= 128 and c["GROUP_SIZE_M"] in (1, 16) and c["num_stages"] <= 4]
+    assert len(configs) == 216
+    rc, events, stderr = run_engine(base, profile, make_job(base, configs))
+    assert rc == 0, (events[-3:], stderr[-3000:])
+    return {"profile": profile, "configs": configs, "result": json.loads((base / "result.json").read_text()),
+            "events": events}
+
+
+def test_staged_compiles_the_main_class_for_all_and_the_others_for_the_leaders(dense: dict[str, Any]) -> None:
+    result = dense["result"]
+    # E=256: up classes {1} and {16, 64, 512}; down {1}, {16, 64} and {512} (GDC_EARLY: M * topk <= 512).
+    plan = {kernel: [(stage["select"], stage["sizes"], stage.get("neighbours")) for stage in stages]
+            for kernel, stages in result["stats"]["stages"].items()}
+    climbs = [("climb", [1], None)] * 2
+    assert plan["up"] == [("base", [16, 64, 512], None), ("twins", [16, 64, 512], [16, 64, 512]),
+                          ("leaders", [1], [16]), *climbs]
+    assert plan["down"] == [("base", [16, 64], None), ("twins", [16, 64], [16, 64]),  # nearest first: 512 / 64 < 16
+                            ("leaders", [512], [64]), ("climb", [512], None), ("climb", [512], None),
+                            ("leaders", [1], [16]), *climbs]
+    assert result["stats"]["batch_size_groups"] == {"up": [[1], [16, 64, 512]], "down": [[1], [16, 64], [512]]}
+    every_class = sum(len(groups) for groups in result["stats"]["batch_size_groups"].values()) * 217
+    assert result["stats"]["variants"] < 0.6 * every_class  # 216 configs and the M > E default, each class
+    base = {kernel: stages[0]["configs"] for kernel, stages in result["stats"]["stages"].items()}
+    # One of each GROUP_SIZE_M pair (108) and the M > E default's own family, less the probe (screened already).
+    assert base == {"up": 108, "down": 108}
+    model = KernelModel(load_profile(dense["profile"]))
+    problem = moe_problem(SHAPE)
+    space_keys = moe_engine.candidates(dense["configs"], [_default(m) for m in SIZES])
+    for m in SIZES:  # within the emulated screen's noise of the model's best pair over the whole space
+        times = {k: {key: model.gemm_time_us(problem, m, k, c) for key, c in space_keys.items()} for k in KERNELS}
+        best = moe_engine.joint_pick(times["up"], times["down"])
+        picked = sum(model.gemm_time_us(problem, m, k, result["files"][k]["configs"][str(m)]) for k in KERNELS)
+        assert picked <= (best["up_us"] + best["down_us"]) * 1.02, m
+    timeline = result["stats"]["timeline"]
+    assert set(timeline) == {"main_side", "timers_ready", "compilers_ready", "first_compile", "screened", "refined",
+                             "checked"}
+    assert timeline["first_compile"] <= timeline["screened"] <= timeline["refined"] <= timeline["checked"]
+    # M=16 and 64 are settled once both kernels' main classes are: refined while the leaders of M=1 and 512 compile.
+    assert result["stats"]["timed_while_compiling"] > 0
+    assert [e for e in dense["events"] if e["event"] == "compile" and e.get("pending") == 0]
 
 
 def test_rerun_resumes_without_compiling(tuned: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from ansible.errors import AnsibleActionFail
 from ansible_collections.llmops.sglang.plugins.action.server import (
     DEFAULT_DEVICE_ALLOW, DEFAULT_LAUNCHER_PATH, DEFAULT_TEMPLATE, server_command)
 from ansible_collections.llmops.sglang.plugins.module_utils.server_args import parse_help_flags
-from ansible_collections.llmops.sglang.plugins.module_utils.server_preflight import exec_start_argv, unit_setting
+from ansible_collections.llmops.sglang.plugins.module_utils._unit_file import exec_start_argv, unit_setting
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import template_variables
 
 ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN", "enable_fused_moe_sum_all_reduce": True,

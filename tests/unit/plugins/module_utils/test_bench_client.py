@@ -8,22 +8,18 @@ import socket
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import (
-    BenchConfig,
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_aggregate import aggregate_run, percentiles, steady_window, tokens_in_window
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import BenchConfig
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_session import LevelRunner
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_sse import (
     RequestRecord,
-    _LevelRunner,
     SSEDecoder,
-    aggregate_run,
     apply_chat_event,
     apply_completions_event,
     apply_generate_event,
-    failed_share_error,
-    format_progress,
-    percentiles,
-    run_sweep,
-    steady_window,
-    tokens_in_window,
 )
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_sweep import failed_share_error, format_progress
+from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import run_sweep
 from ansible_collections.llmops.sglang.plugins.module_utils.workload import Arrival
 from tests.unit.plugins.module_utils.fake_sglang_server import running_server, server_stats
 
@@ -189,7 +185,7 @@ def test_two_sweeps_with_the_same_seed_never_send_the_same_prompt() -> None:
     """A rate search's probes are sweeps on one server start: a prompt of an earlier probe would be served from the
     radix cache (a one-token prefill), so each sweep's prompts are its own, warm-ups and shared prefixes included."""
     same = config("http://127.0.0.1:30000", seed=19)
-    first, second = _LevelRunner(None, same, None), _LevelRunner(None, same, None)
+    first, second = LevelRunner(None, same, None), LevelRunner(None, same, None)
     prompts = [[json.loads(body)["prompt"] for body in runner.bodies(50, 8)] + [runner.piece(40)]
                for runner in (first, second)]
     assert all(len(set(map(tuple, sweep))) == 51 for sweep in prompts)

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils.bench_client import BenchAborted, BenchConfig
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_config import BenchConfig
+from ansible_collections.llmops.sglang.plugins.module_utils._bench_session import BenchAborted
 from ansible_collections.llmops.sglang.plugins.module_utils.bench_serving import (
     bench_serving_argv,
     run_bench_serving_sweep,

@@ -13,8 +13,9 @@ import math
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine import (
-    CONFIG_KEYS, JobError, batch_size_groups, best_per_block_m, candidates, config_key, fingerprint, full_config, joint_pick, median,
-    _MainSide, read_checkpoint, refine_set, sglang_file, validate_job, write_json_atomically)
+    CONFIG_KEYS, DEFAULT_TIMING, JobError, batch_size_groups, best_per_block_m, candidates, config_key, family,
+    fingerprint, full_config, joint_pick, median, _MainSide, read_checkpoint, refine_set, sglang_file, stage_keys,
+    stage_plan, validate_job, write_json_atomically)
 
 # SGLang's BF16 default configs (get_default_config, CUDA branch): num_warps/num_stages left to Triton.
 DEFAULT_SMALL = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}
@@ -73,6 +74,47 @@ def test_refine_set_keeps_the_leaders_and_the_best_two_of_every_block_size_m():
     assert len(refine_set(times, share=0.5, minimum=1)) == 7
     assert refine_set(times, share=0.0, minimum=6)[:6] == sorted(
         (key for key in times if times[key] is not None and math.isfinite(times[key])), key=times.get)[:6]
+
+
+SIZES = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256, 512, 1024, 1536, 2048, 3072, 4096]
+
+
+def test_stage_plan_gives_the_largest_class_every_config_and_the_others_leaders_nearest_first():
+    # sglang 0.5.23's up kernel on an H100 (benchmarks/results/moe_engine_gpu.json): M=1, M<=512 (GDC_EARLY), larger.
+    groups = [[1], SIZES[1:13], SIZES[13:]]
+    plan = [(stage["select"], stage["sizes"], stage.get("neighbours")) for stage in stage_plan(SIZES, groups)]
+    assert plan == [("base", SIZES[1:13], None), ("twins", SIZES[1:13], SIZES[1:13]),
+                    ("leaders", [1], [2]), ("climb", [1], None), ("climb", [1], None),
+                    ("leaders", SIZES[13:], [512]), ("climb", SIZES[13:], None), ("climb", SIZES[13:], None)]
+    # Down: {1}, {2..64}, {96..4096}: the 9-size class is screened in full; {2..64} from 96, then {1} from 2.
+    down = [(stage["select"], stage.get("neighbours")) for stage in stage_plan(SIZES, [[1], SIZES[1:9], SIZES[9:]], climbs=0)]
+    assert down == [("base", None), ("twins", SIZES[9:]), ("leaders", [96]), ("leaders", [2])]
+    assert stage_plan(SIZES, [[1], SIZES[1:]], staged=False) == [{"select": "all", "sizes": SIZES}]
+    assert stage_plan(SIZES, None) == [{"select": "all", "sizes": SIZES}]  # the probe told nothing
+
+
+def test_stage_keys_per_selection():
+    configs = {config_key(c): full_config(c) for c in
+               [config(16, group=1), config(16, group=16), config(16, bn=128, group=1), config(16, bn=128, group=16),
+                config(64, group=1), config(64, group=16), config(64, bn=32, stages=4)]}
+    assert family("M16_N64_K128_G16_w4_s3") == "M16_N64_K128_w4_s3"
+    base = stage_keys({"select": "base", "sizes": [64]}, configs, {}, DEFAULT_TIMING)
+    assert base == ["M16_N64_K128_G1_w4_s3", "M16_N128_K128_G1_w4_s3", "M64_N64_K128_G1_w4_s3",
+                    "M64_N32_K128_G1_w4_s4"]
+    screen = {"M16_N64_K128_G1_w4_s3": {64: 9.0}, "M16_N128_K128_G1_w4_s3": {64: 12.0},
+              "M64_N64_K128_G1_w4_s3": {64: 30.0}, "M64_N32_K128_G1_w4_s4": {64: 50.0}}
+    lead = {**DEFAULT_TIMING, "lead_share": 0.0, "lead_min": 1, "lead_per_block_m": 1}
+    # Twins: the rest of the families that lead (the fastest, and the best BLOCK_SIZE_M=64).
+    assert stage_keys({"select": "twins", "sizes": [64], "neighbours": [64]}, configs, screen, lead) == [
+        "M16_N64_K128_G1_w4_s3", "M16_N64_K128_G16_w4_s3", "M64_N64_K128_G1_w4_s3", "M64_N64_K128_G16_w4_s3"]
+    leaders = stage_keys({"select": "leaders", "sizes": [1], "neighbours": [64]}, configs, screen, lead)
+    assert leaders == ["M16_N64_K128_G1_w4_s3", "M64_N64_K128_G1_w4_s3"]
+    # No times at the neighbour (a resumed run): every candidate.
+    assert stage_keys({"select": "leaders", "sizes": [1], "neighbours": [2]}, configs, screen, lead) == list(configs)
+    # Climb: one parameter away from the best at each of the class's batch sizes.
+    climb = stage_keys({"select": "climb", "sizes": [1]}, configs, {"M64_N64_K128_G1_w4_s3": {1: 5.0},
+                                                                    "M16_N64_K128_G1_w4_s3": {1: 6.0}}, lead)
+    assert climb == ["M16_N64_K128_G1_w4_s3", "M64_N64_K128_G16_w4_s3"]
 
 
 def test_median_and_best_per_block_m():

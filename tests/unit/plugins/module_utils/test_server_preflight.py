@@ -10,6 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils import _model_path as model_access
+from ansible_collections.llmops.sglang.plugins.module_utils import _port_holders as ports
+from ansible_collections.llmops.sglang.plugins.module_utils import _sglang_parse_check as parse_check
+from ansible_collections.llmops.sglang.plugins.module_utils import _unit_file as unit_file
 from ansible_collections.llmops.sglang.plugins.module_utils import server_preflight as pre
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import command_line
 
@@ -28,41 +32,41 @@ def unit_with(exec_start: str, **settings: str) -> str:
 def test_exec_start_of_the_rendered_command_round_trips():
     argv = ["/opt/sglang/venv/bin/python", "-m", "sglang.launch_server", "--model-path", "/srv/models/My Model",
             "--host", "0.0.0.0", "--port", "30001", "--json-model-override-args", '{"a": "$x 100%"}']
-    assert pre.exec_start_argv(unit_with(command_line(argv))) == argv
+    assert unit_file.exec_start_argv(unit_with(command_line(argv))) == argv
 
 
 def test_exec_start_behind_a_launcher_with_continuations_and_prefix():
     unit = unit_with("-/opt/sglang/venv/bin/python /usr/local/libexec/llmops-sglang/sglang_launcher.py \\\n"
                      "    sglang.launch_server --model-path /srv/m \\\n    --port=31000 --tp-size 4")
-    argv = pre.exec_start_argv(unit)
+    argv = unit_file.exec_start_argv(unit)
     assert argv[0] == "/opt/sglang/venv/bin/python"
-    assert pre.launch_server_args(argv) == ["--model-path", "/srv/m", "--port=31000", "--tp-size", "4"]
-    assert pre.unit_listen_address(unit) == ("127.0.0.1", 31000)
+    assert unit_file.launch_server_args(argv) == ["--model-path", "/srv/m", "--port=31000", "--tp-size", "4"]
+    assert unit_file.unit_listen_address(unit) == ("127.0.0.1", 31000)
 
 
 def test_exec_start_is_unquoted_by_systemds_rules_not_a_shells():
     """systemd reads C escapes inside single quotes too: '\\n' is a newline to it, where a shell keeps it."""
-    assert pre.exec_start_argv(unit_with("/py --a 'x\\ny' --b \"it\\'s\" --c 'q'\"r\"s")) == [
+    assert unit_file.exec_start_argv(unit_with("/py --a 'x\\ny' --b \"it\\'s\" --c 'q'\"r\"s")) == [
         "/py", "--a", "x\ny", "--b", "it's", "--c", "qrs"]
-    assert pre.exec_start_argv(unit_with(command_line(["/py", "--t", "a\\nb"])))[-1] == "a\\nb"
+    assert unit_file.exec_start_argv(unit_with(command_line(["/py", "--t", "a\\nb"])))[-1] == "a\\nb"
 
 
 @pytest.mark.parametrize("exec_start", ["/py --chat-template 'chatml", "/py --x \"a"])
 def test_unbalanced_quoting_is_an_error_not_a_guess(exec_start):
     """The preflight parsed such a line with str.split() and passed the truncated argv; systemd refuses the unit."""
     with pytest.raises(ValueError, match="unbalanced quoting|ends with a backslash"):
-        pre.exec_start_argv(unit_with(exec_start))
+        unit_file.exec_start_argv(unit_with(exec_start))
     params = {"model_path": "org/model", "port": 30000, "python": "/py", "validate_flags": True}
     errors = pre.preflight_errors(lambda argv: (0, "", ""), params, "sglang.service", 0, unit_with(exec_start))
     assert errors[0].startswith("unit: the ExecStart= of the rendered unit cannot be read as systemd reads it: ")
-    assert pre.unit_listen_address(unit_with(exec_start + " --port 1")) == ("127.0.0.1", 30000)
+    assert unit_file.unit_listen_address(unit_with(exec_start + " --port 1")) == ("127.0.0.1", 30000)
 
 
 def test_the_last_exec_start_counts_and_an_empty_one_resets():
-    assert pre.exec_start_argv(unit_with("/bin/a --port 1") + "ExecStart=\nExecStart=/bin/b --port 2\n") == [
+    assert unit_file.exec_start_argv(unit_with("/bin/a --port 1") + "ExecStart=\nExecStart=/bin/b --port 2\n") == [
         "/bin/b", "--port", "2"]
-    assert pre.exec_start_argv(unit_with("/bin/a") + "ExecStart=\n") is None
-    assert pre.exec_start_argv(None) is None and pre.exec_start_argv("[Service]\nType=simple\n") is None
+    assert unit_file.exec_start_argv(unit_with("/bin/a") + "ExecStart=\n") is None
+    assert unit_file.exec_start_argv(None) is None and unit_file.exec_start_argv("[Service]\nType=simple\n") is None
 
 
 @pytest.mark.parametrize(("argv", "address"), [
@@ -74,7 +78,7 @@ def test_the_last_exec_start_counts_and_an_empty_one_resets():
     (["x", "--portx", "5", "--port"], ("127.0.0.1", 30000)),
 ])
 def test_listen_address(argv, address):
-    assert pre.listen_address(argv) == address
+    assert unit_file.listen_address(argv) == address
 
 
 @pytest.mark.parametrize(("host", "url"), [
@@ -86,21 +90,21 @@ def test_listen_address(argv, address):
     ("gpu1.example", "http://gpu1.example:30000/health"),
 ])
 def test_health_url(host, url):
-    assert pre.health_url(host, 30000) == url
+    assert unit_file.health_url(host, 30000) == url
 
 
 def test_unit_health_url_is_the_units_own_port():
     unit = unit_with(command_line(["/py", "/launcher.py", "sglang.launch_server", "--model-path", "/m",
                                         "--host", "127.0.0.1", "--port", "30000"]))
-    assert pre.unit_health_url(unit) == "http://127.0.0.1:30000/health"
+    assert unit_file.unit_health_url(unit) == "http://127.0.0.1:30000/health"
 
 
 def test_launch_server_args_forms():
-    assert pre.launch_server_args(["/py", "-m", "sglang.launch_server", "--tp", "2"]) == ["--tp", "2"]
-    assert pre.launch_server_args(["/py", "/opt/v/lib/python3.12/site-packages/sglang/launch_server.py", "--tp", "2"]) == [
+    assert unit_file.launch_server_args(["/py", "-m", "sglang.launch_server", "--tp", "2"]) == ["--tp", "2"]
+    assert unit_file.launch_server_args(["/py", "/opt/v/lib/python3.12/site-packages/sglang/launch_server.py", "--tp", "2"]) == [
         "--tp", "2"]
-    assert pre.launch_server_args(["/py", "-m", "vllm.entrypoints"]) is None
-    assert pre.launch_server_args(None) is None
+    assert unit_file.launch_server_args(["/py", "-m", "vllm.entrypoints"]) is None
+    assert unit_file.launch_server_args(None) is None
 
 
 def test_unit_argv_falls_back_to_the_modules_options():
@@ -124,7 +128,7 @@ LISTEN 0      128  [::ffff:10.0.0.5]:9000             *:*    users:(("java",pid=
 
 
 def test_parse_ss_listeners():
-    listeners = pre.parse_ss_listeners(SS_OUTPUT + "garbage line\n\n")
+    listeners = ports.parse_ss_listeners(SS_OUTPUT + "garbage line\n\n")
     assert [(item.address, item.port) for item in listeners] == [
         ("0.0.0.0", 22), ("127.0.0.1", 30000), ("127.0.0.1", 30001), ("127.0.0.53", 53), ("::", 22), ("::", 8080),
         ("10.0.0.5", 9000)]
@@ -145,26 +149,26 @@ def test_parse_ss_listeners():
     ("127.0.0.1", "gpu1.local", True),  # not an address: assume the worst
 ])
 def test_addresses_overlap(listening, requested, overlap):
-    assert pre.addresses_overlap(listening, requested) is overlap
+    assert ports.addresses_overlap(listening, requested) is overlap
 
 
 def test_conflicting_listeners_by_port_and_address():
-    listeners = pre.parse_ss_listeners(SS_OUTPUT)
-    assert [item.port for item in pre.conflicting_listeners(listeners, ["127.0.0.1"], 30001)] == [30001]
-    assert pre.conflicting_listeners(listeners, ["10.0.0.6"], 30001) == []
-    assert [item.address for item in pre.conflicting_listeners(listeners, ["0.0.0.0"], 22)] == ["0.0.0.0", "::"]
+    listeners = ports.parse_ss_listeners(SS_OUTPUT)
+    assert [item.port for item in ports.conflicting_listeners(listeners, ["127.0.0.1"], 30001)] == [30001]
+    assert ports.conflicting_listeners(listeners, ["10.0.0.6"], 30001) == []
+    assert [item.address for item in ports.conflicting_listeners(listeners, ["0.0.0.0"], 22)] == ["0.0.0.0", "::"]
 
 
 def test_proc_parsers():
-    assert pre.parse_proc_cgroup("12:pids:/system.slice/a.service\n0::/system.slice/sglang.service\n") == [
+    assert ports.parse_proc_cgroup("12:pids:/system.slice/a.service\n0::/system.slice/sglang.service\n") == [
         "/system.slice/sglang.service", "/system.slice/a.service"]
-    assert pre.unit_of_cgroup(["/system.slice/sglang.service/payload"]) == "sglang.service"
-    assert pre.unit_of_cgroup(["/user.slice/user-0.slice/session-3.scope"]) == "session-3.scope"
-    assert pre.unit_of_cgroup(["/"]) is None
-    assert pre.parse_proc_stat_ppid("4242 (python (x) y) S 4200 4242 4242 0 -1") == 4200
-    assert pre.parse_proc_stat_ppid("garbage") is None
-    assert pre.descendants(10, {10: 1, 11: 10, 12: 11, 13: 1, 14: 12}) == {10, 11, 12, 14}
-    assert pre.descendants(0, {1: 0}) == set()
+    assert ports.unit_of_cgroup(["/system.slice/sglang.service/payload"]) == "sglang.service"
+    assert ports.unit_of_cgroup(["/user.slice/user-0.slice/session-3.scope"]) == "session-3.scope"
+    assert ports.unit_of_cgroup(["/"]) is None
+    assert ports.parse_proc_stat_ppid("4242 (python (x) y) S 4200 4242 4242 0 -1") == 4200
+    assert ports.parse_proc_stat_ppid("garbage") is None
+    assert ports.descendants(10, {10: 1, 11: 10, 12: 11, 13: 1, 14: 12}) == {10, 11, 12, 14}
+    assert ports.descendants(0, {1: 0}) == set()
 
 
 def fake_proc(root: Path, pid: int, ppid: int, cmdline: list[str], cgroup: str, comm: str = "python3") -> None:
@@ -260,7 +264,7 @@ def test_port_error_ss_failure(monkeypatch):
 
 
 def run_program(argv: list[str], pythonpath: str) -> tuple[int, str, str]:
-    done = subprocess.run([sys.executable, "-c", pre.PARSE_CHECK_PROGRAM, *argv], capture_output=True, text=True,
+    done = subprocess.run([sys.executable, "-c", parse_check.PARSE_CHECK_PROGRAM, *argv], capture_output=True, text=True,
                           env={**os.environ, "PYTHONPATH": pythonpath}, timeout=60, check=False)
     return done.returncode, done.stdout, done.stderr
 
@@ -271,14 +275,14 @@ GOOD_ARGV = ["--model-path", "/srv/models/m", "--host", "127.0.0.1", "--port", "
 
 
 def test_program_accepts_a_good_command_line():
-    assert pre.parse_check_result(*run_program(GOOD_ARGV, EMULATOR_PATH)) == {"errors": []}
+    assert parse_check.parse_check_result(*run_program(GOOD_ARGV, EMULATOR_PATH)) == {"errors": []}
 
 
 def test_program_reports_every_bad_value_named_by_the_users_field():
     argv = [*GOOD_ARGV, "--tp-size", "four", "--mem-fraction-static=lots", "--port", "http", "--cuda-graph-max-bs", "8"]
-    result = pre.parse_check_result(*run_program(argv, EMULATOR_PATH))
-    fields = pre.argument_fields({"tp_size": "four", "mem_fraction_static": "lots", "cuda_graph_max_bs": 8})
-    assert pre.parse_check_errors(result, fields, "/py") == [
+    result = parse_check.parse_check_result(*run_program(argv, EMULATOR_PATH))
+    fields = parse_check.argument_fields({"tp_size": "four", "mem_fraction_static": "lots", "cuda_graph_max_bs": 8})
+    assert parse_check.parse_check_errors(result, fields, "/py") == [
         "server_args.tp_size: invalid int value 'four' (SGLang's parser)",
         "server_args.mem_fraction_static: invalid float value 'lots' (SGLang's parser)",
         "port: invalid int value 'http' (SGLang's parser)",
@@ -291,9 +295,9 @@ def test_program_import_failure_names_python(tmp_path: Path):
     (tmp_path / "sglang" / "__init__.py").write_text("")
     (package / "__init__.py").write_text("")
     (package / "server_args.py").write_text("import torch_that_is_not_installed\n")
-    result = pre.parse_check_result(*run_program(GOOD_ARGV, str(tmp_path)))
+    result = parse_check.parse_check_result(*run_program(GOOD_ARGV, str(tmp_path)))
     assert result == {"import_error": "ModuleNotFoundError: No module named 'torch_that_is_not_installed'"}
-    assert pre.parse_check_errors(result, {}, "/opt/sglang/venv/bin/python") == [
+    assert parse_check.parse_check_errors(result, {}, "/opt/sglang/venv/bin/python") == [
         "python: /opt/sglang/venv/bin/python cannot import sglang.srt.server_args (ModuleNotFoundError: No module "
         "named 'torch_that_is_not_installed'), which the check of server_args with SGLang's own parser needs; set "
         "`python` to the interpreter of the SGLang installation (or validate_flags: false to skip the checks)"]
@@ -303,30 +307,30 @@ def test_real_sglang_option_order_maps_to_the_users_field():
     """Real SGLang declares ``--tensor-parallel-size`` first: argparse names the argument by all its options."""
     errors = [{"message": "argument --tensor-parallel-size/--tp-size: invalid int value: 'four'",
                "option_strings": ["--tensor-parallel-size", "--tp-size"], "dest": "tp_size"}]
-    assert pre.parser_error_messages(errors, pre.argument_fields({"tp_size": "four"})) == [
+    assert parse_check.parser_error_messages(errors, parse_check.argument_fields({"tp_size": "four"})) == [
         "server_args.tp_size: invalid int value 'four' (SGLang's parser)"]
     # the user spelled the alias as a field name
-    assert pre.parser_error_messages(errors, pre.argument_fields({"tensor_parallel_size": "four"})) == [
+    assert parse_check.parser_error_messages(errors, parse_check.argument_fields({"tensor_parallel_size": "four"})) == [
         "server_args.tensor_parallel_size: invalid int value 'four' (SGLang's parser)"]
 
 
 def test_parse_check_result_fallbacks():
     stderr = ("usage: python -m sglang.launch_server [-h] --model-path MODEL_PATH\n"
               "python -m sglang.launch_server: error: argument --tp-size/--tensor-parallel-size: invalid int value: 'x'\n")
-    result = pre.parse_check_result(2, "", stderr)
-    assert pre.parser_error_messages(result["errors"], pre.argument_fields({"tp_size": "x"})) == [
+    result = parse_check.parse_check_result(2, "", stderr)
+    assert parse_check.parser_error_messages(result["errors"], parse_check.argument_fields({"tp_size": "x"})) == [
         "server_args.tp_size: invalid int value 'x' (SGLang's parser)"]
-    crash = pre.parse_check_result(1, "", "Traceback (most recent call last):\n  File x\nAttributeError: no add_cli_args\n")
+    crash = parse_check.parse_check_result(1, "", "Traceback (most recent call last):\n  File x\nAttributeError: no add_cli_args\n")
     assert crash == {"failure": "rc=1: Traceback (most recent call last):   File x AttributeError: no add_cli_args"}
-    assert pre.parse_check_errors(crash, {}, "/py")[0].startswith("python: checking the arguments with SGLang's parser")
-    assert pre.parse_check_result(0, "noise\n" + pre.PARSE_CHECK_MARKER + '{"errors": []}\n', "") == {"errors": []}
-    assert pre.parser_error_messages([{"message": "the following arguments are required: --model-path"}], {}) == [
+    assert parse_check.parse_check_errors(crash, {}, "/py")[0].startswith("python: checking the arguments with SGLang's parser")
+    assert parse_check.parse_check_result(0, "noise\n" + parse_check.PARSE_CHECK_MARKER + '{"errors": []}\n', "") == {"errors": []}
+    assert parse_check.parser_error_messages([{"message": "the following arguments are required: --model-path"}], {}) == [
         "SGLang's parser: the following arguments are required: --model-path"]
 
 
 # --- the model path ----------------------------------------------------------------------------------
 
-NOBODY = pre.Identity("nobody", 65534, {65534})
+NOBODY = model_access.Identity("nobody", 65534, {65534})
 OPEN_DIR = os.stat_result((0o40755, 0, 0, 2, 0, 0, 4096, 0, 0, 0))
 
 
@@ -349,34 +353,34 @@ def model(tmp_path: Path) -> Path:
 
 
 def test_a_readable_model_directory_passes(model: Path):
-    assert pre.model_path_errors(str(model), "/", NOBODY, stat=stat_below(model.parent.parent)) == []
-    assert pre.model_path_errors(str(model), "/", None) == []
+    assert model_access.model_path_errors(str(model), "/", NOBODY, stat=stat_below(model.parent.parent)) == []
+    assert model_access.model_path_errors(str(model), "/", None) == []
 
 
 @pytest.mark.parametrize("hub_id", ["Qwen/Qwen3.5-122B-A10B", "gpt2", "org_x/name.v2"])
 def test_a_hub_id_is_accepted_as_is(hub_id, tmp_path: Path):
-    assert pre.model_path_errors(hub_id, str(tmp_path), NOBODY) == []
+    assert model_access.model_path_errors(hub_id, str(tmp_path), NOBODY) == []
 
 
 def test_missing_paths(tmp_path: Path):
-    assert pre.model_path_errors("/srv/models/nope", "/", NOBODY) == [
+    assert model_access.model_path_errors("/srv/models/nope", "/", NOBODY) == [
         "model_path: /srv/models/nope does not exist on the host"]
-    assert pre.model_path_errors("./models/nope", str(tmp_path), NOBODY) == [
+    assert model_access.model_path_errors("./models/nope", str(tmp_path), NOBODY) == [
         f"model_path: ./models/nope does not exist on the host (relative to working_directory {tmp_path})"]
-    assert pre.model_path_errors("models/a/b", str(tmp_path), NOBODY) == [
+    assert model_access.model_path_errors("models/a/b", str(tmp_path), NOBODY) == [
         f"model_path: models/a/b does not exist on the host (relative to working_directory {tmp_path}) "
         f"and is not a hub id (org/name)"]
 
 
 def test_relative_path_resolves_against_the_working_directory(model: Path):
-    assert pre.model_path_errors("models/Qwen", str(model.parent.parent), NOBODY, stat=stat_below(model.parent.parent)) == []
+    assert model_access.model_path_errors("models/Qwen", str(model.parent.parent), NOBODY, stat=stat_below(model.parent.parent)) == []
 
 
 def test_not_a_model_directory(model: Path):
-    assert pre.model_path_errors(str(model / "config.json"), "/", NOBODY) == [
+    assert model_access.model_path_errors(str(model / "config.json"), "/", NOBODY) == [
         f"model_path: {model}/config.json is not a directory (a model directory holds config.json)"]
     (model / "config.json").unlink()
-    assert pre.model_path_errors(str(model), "/", NOBODY) == [
+    assert model_access.model_path_errors(str(model), "/", NOBODY) == [
         f"model_path: {model} has no config.json; it is not a model directory "
         f"(point it at the directory holding config.json and the weights)"]
 
@@ -386,56 +390,56 @@ def test_gguf_file_is_a_model(tmp_path: Path):
     gguf.write_bytes(b"GGUF")
     tmp_path.chmod(0o755)
     gguf.chmod(0o644)
-    assert pre.model_path_errors(str(gguf), "/", NOBODY, stat=stat_below(tmp_path)) == []
+    assert model_access.model_path_errors(str(gguf), "/", NOBODY, stat=stat_below(tmp_path)) == []
 
 
 def test_unreadable_for_the_servers_user(model: Path):
     stat = stat_below(model.parent.parent)
     model.parent.chmod(0o700)
-    assert pre.model_path_errors(str(model), "/", NOBODY, stat=stat) == [
+    assert model_access.model_path_errors(str(model), "/", NOBODY, stat=stat) == [
         f"model_path: {model} is not readable by the server's user nobody (no search permission on {model.parent})"]
-    owner = pre.Identity("owner", os.stat(model).st_uid, set())
-    assert pre.model_path_errors(str(model), "/", owner, stat=stat) == [] or owner.uid == 0
+    owner = model_access.Identity("owner", os.stat(model).st_uid, set())
+    assert model_access.model_path_errors(str(model), "/", owner, stat=stat) == [] or owner.uid == 0
     model.parent.chmod(0o755)
     model.chmod(0o711)
-    assert pre.model_path_errors(str(model), "/", NOBODY, stat=stat) == [
+    assert model_access.model_path_errors(str(model), "/", NOBODY, stat=stat) == [
         f"model_path: {model} is not readable by the server's user nobody (no read+search permission on {model})"]
     model.chmod(0o755)
     (model / "config.json").chmod(0o600)
-    assert pre.model_path_errors(str(model), "/", NOBODY, stat=stat) == [
+    assert model_access.model_path_errors(str(model), "/", NOBODY, stat=stat) == [
         f"model_path: {model}/config.json is not readable by the server's user nobody"]
     # group membership grants it; a POSIX ACL gets the benefit of the doubt
     (model / "config.json").chmod(0o640)
-    member = pre.Identity("member", 65534, {os.stat(model / "config.json").st_gid})
-    assert pre.model_path_errors(str(model), "/", member, stat=stat) == []
-    assert pre.model_path_errors(str(model), "/", NOBODY, stat=stat, has_acl=lambda path: path.endswith("config.json")) == []
+    member = model_access.Identity("member", 65534, {os.stat(model / "config.json").st_gid})
+    assert model_access.model_path_errors(str(model), "/", member, stat=stat) == []
+    assert model_access.model_path_errors(str(model), "/", NOBODY, stat=stat, has_acl=lambda path: path.endswith("config.json")) == []
 
 
 def test_hidden_by_the_units_sandboxing(model: Path, monkeypatch):
-    assert pre.hidden_by_unit("/home/me/models/q", unit_with("/x", ProtectHome="yes")) == "ProtectHome=yes"
-    assert pre.hidden_by_unit("/root/q", unit_with("/x", ProtectHome="tmpfs")) == "ProtectHome=tmpfs"
-    assert pre.hidden_by_unit("/home/me/q", unit_with("/x", ProtectHome="read-only")) is None
-    assert pre.hidden_by_unit("/tmp/q", unit_with("/x", PrivateTmp="yes")) == "PrivateTmp=yes"
-    assert pre.hidden_by_unit("/srv/models/q", unit_with("/x", ProtectHome="yes", PrivateTmp="yes")) is None
-    assert pre.hidden_by_unit("/homework/q", unit_with("/x", ProtectHome="yes")) is None
+    assert model_access.hidden_by_unit("/home/me/models/q", unit_with("/x", ProtectHome="yes")) == "ProtectHome=yes"
+    assert model_access.hidden_by_unit("/root/q", unit_with("/x", ProtectHome="tmpfs")) == "ProtectHome=tmpfs"
+    assert model_access.hidden_by_unit("/home/me/q", unit_with("/x", ProtectHome="read-only")) is None
+    assert model_access.hidden_by_unit("/tmp/q", unit_with("/x", PrivateTmp="yes")) == "PrivateTmp=yes"
+    assert model_access.hidden_by_unit("/srv/models/q", unit_with("/x", ProtectHome="yes", PrivateTmp="yes")) is None
+    assert model_access.hidden_by_unit("/homework/q", unit_with("/x", ProtectHome="yes")) is None
     # Where the model really is decides, not where pytest put it (a checkout under /tmp would be hidden itself).
-    monkeypatch.setattr(pre.os.path, "realpath", lambda path: "/srv/models/Qwen")
-    assert pre.model_path_errors(str(model), "/", None, unit_text=unit_with("/x", PrivateTmp="yes")) == []
-    monkeypatch.setattr(pre.os.path, "realpath", lambda path: "/tmp/models/Qwen")  # the model seen through a link
-    assert pre.model_path_errors(str(model), "/", None, unit_text=unit_with("/x", PrivateTmp="yes")) == [
+    monkeypatch.setattr(model_access.os.path, "realpath", lambda path: "/srv/models/Qwen")
+    assert model_access.model_path_errors(str(model), "/", None, unit_text=unit_with("/x", PrivateTmp="yes")) == []
+    monkeypatch.setattr(model_access.os.path, "realpath", lambda path: "/tmp/models/Qwen")  # the model seen through a link
+    assert model_access.model_path_errors(str(model), "/", None, unit_text=unit_with("/x", PrivateTmp="yes")) == [
         f"model_path: {model} is hidden from the server by the unit's PrivateTmp=yes; put the model elsewhere "
         f"(e.g. /srv/models)"]
 
 
 def test_the_collections_unit_template_settings_are_read():
     template = TEMPLATE.read_text()
-    assert pre.unit_setting(template, "PrivateTmp") == "yes"
+    assert unit_file.unit_setting(template, "PrivateTmp") == "yes"
 
 
 def test_server_identity_of_root_and_of_a_missing_user():
-    root = pre.server_identity("root", None)
+    root = model_access.server_identity("root", None)
     assert root.uid == 0 and 0 in root.gids
-    assert pre.server_identity("no-such-user-llmops", None) is None
+    assert model_access.server_identity("no-such-user-llmops", None) is None
 
 
 # --- all of it ---------------------------------------------------------------------------------------
@@ -444,7 +448,7 @@ def test_server_identity_of_root_and_of_a_missing_user():
 def test_preflight_errors_collects_every_problem(monkeypatch):
     monkeypatch.setattr(pre, "_which", lambda program: "/usr/bin/ss")
     monkeypatch.setattr(pre, "process_parents", lambda proc_root="/proc": {4243: 4242, 4242: 1})
-    monkeypatch.setattr(pre, "describe_process", lambda pid, name, proc_root="/proc": pre.PortHolder(
+    monkeypatch.setattr(pre, "describe_process", lambda pid, name, proc_root="/proc": ports.PortHolder(
         pid, name, "python3 -m http.server 30001", "run-u7.service"))
     argv = ["/py", "-m", "sglang.launch_server", "--model-path", "/srv/models/nope", "--host", "127.0.0.1",
             "--port", "30001", "--tp-size", "four"]

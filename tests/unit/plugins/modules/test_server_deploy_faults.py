@@ -11,9 +11,8 @@ import os
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import server_preflight, unit_change
+from ansible_collections.llmops.sglang.plugins.module_utils import _server_deploy, server_preflight, unit_change
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_service import ReadyResult
-from ansible_collections.llmops.sglang.plugins.modules import server
 
 OLD_UNIT = "[Service]\nExecStart=/py /l.py sglang.launch_server --model-path /m --port 30000\n"
 NEW_UNIT = "[Service]\nExecStart=/py /l.py sglang.launch_server --model-path /m --port 30001\n"
@@ -98,7 +97,7 @@ def deploy(tmp_path, systemd, monkeypatch, waits=(), unit=NEW_UNIT, **params):
             raise outcome
         return outcome
     monkeypatch.setattr(unit_change, "wait_until_ready", wait)
-    deployment = server.ServerDeployment(StubModule(tmp_path, **params), {"unit_content": unit})
+    deployment = _server_deploy.ServerDeployment(StubModule(tmp_path, **params), {"unit_content": unit})
     deployment.run = systemd
     monkeypatch.setattr(deployment, "facts", lambda invocation, log: {"invocation_id": invocation})
     return deployment.present(force_restart=False)
@@ -210,7 +209,7 @@ def test_a_unit_systemd_analyze_refuses_is_never_installed(host, monkeypatch):
     monkeypatch.setattr(server_preflight, "_which", lambda program: f"/usr/bin/{program}")
     systemd = FakeSystemd(systemd_analyze=1)
     before = files(host)
-    deployment = server.ServerDeployment(StubModule(host), {"unit_content": NEW_UNIT})
+    deployment = _server_deploy.ServerDeployment(StubModule(host), {"unit_content": NEW_UNIT})
     deployment.run = systemd
     with pytest.raises(Failed) as failed:
         deployment.verify_unit()
@@ -225,7 +224,7 @@ def test_a_unit_systemd_analyze_refuses_is_never_installed(host, monkeypatch):
 
 def test_without_systemd_analyze_the_unit_is_installed_unverified_and_the_result_says_so(host, monkeypatch):
     monkeypatch.setattr(server_preflight, "_which", lambda program: None)
-    deployment = server.ServerDeployment(StubModule(host), {"unit_content": NEW_UNIT})
+    deployment = _server_deploy.ServerDeployment(StubModule(host), {"unit_content": NEW_UNIT})
     deployment.run = FakeSystemd()
     deployment.verify_unit()
     assert deployment.unit_verify == {"verified": False, "skipped": "systemd-analyze is not installed on the host",

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ansible_collections.llmops.sglang.plugins.module_utils import _server_facts
-from ansible_collections.llmops.sglang.plugins.modules import server
+from ansible_collections.llmops.sglang.plugins.module_utils import _server_deploy, _server_facts
 
 LOGS = Path(__file__).resolve().parents[3] / "fixtures" / "logs"
 
@@ -31,7 +30,7 @@ def test_the_deploy_returns_the_facts_server_facts_gives_for_the_same_log(monkey
         asked.append((url, api_key))
         return {"max_total_num_tokens": 1183744, "tp_size": 4, "api_key": "sekrit"}
     monkeypatch.setattr(_server_facts, "_fetch_server_info", fetch)
-    result = server.ServerDeployment(StubModule(), {}).facts("abc", text)
+    result = _server_deploy.ServerDeployment(StubModule(), {}).facts("abc", text)
 
     expected = _server_facts.server_facts({"name": None, "log_file": str(LOGS / "modern_tp4_spec_baseline.log"),
                                            "url": "http://127.0.0.1:30001", "api_key": "sekrit", "env_dir": "/x",
@@ -47,6 +46,6 @@ def test_a_401_is_returned_as_facts_error_and_the_log_is_kept(monkeypatch):
     def refuse(url, api_key, timeout):
         raise PermissionError(f"{url}/server_info answered 401: set api_key (or the service's EnvironmentFile)")
     monkeypatch.setattr(_server_facts, "_fetch_server_info", refuse)
-    result = server.ServerDeployment(StubModule(), {}).facts("abc", "one\ntwo\n")
+    result = _server_deploy.ServerDeployment(StubModule(), {}).facts("abc", "one\ntwo\n")
     assert result["facts"] is None and "answered 401" in result["facts_error"]
     assert result["startup_log"] == "one\ntwo\n" and result["log_lines"] == 2

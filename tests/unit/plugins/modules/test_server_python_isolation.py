@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from ansible_collections.llmops.sglang.plugins.module_utils import server_preflight
-from ansible_collections.llmops.sglang.plugins.modules import server
+from ansible_collections.llmops.sglang.plugins.module_utils import _server_deploy, server_preflight
 
 PYTHON = os.path.join(sys.base_prefix, "bin", "python3")
 
@@ -67,11 +66,11 @@ def planted(request, tmp_path):
 
 def test_sglangs_parser_check_does_not_import_a_planted_module(planted, monkeypatch):
     params, mark = planted
-    monkeypatch.setattr(server, "unit_state", lambda run, unit: type("State", (), {"main_pid": 0}))
-    monkeypatch.setattr(server, "preflight_errors", lambda run, p, *args, run_python, **kwargs:
+    monkeypatch.setattr(_server_deploy, "unit_state", lambda run, unit: type("State", (), {"main_pid": 0}))
+    monkeypatch.setattr(_server_deploy, "preflight_errors", lambda run, p, *args, run_python, **kwargs:
                         server_preflight.sglang_parser_errors(run_python, p["python"], ["--port", "1"], {}))
     with pytest.raises(Failed, match="sglang"):  # this python has no sglang of its own
-        server.ServerDeployment(HostModule(**params), {}).preflight()
+        _server_deploy.ServerDeployment(HostModule(**params), {}).preflight()
     assert not mark.exists(), "a module planted where another user can write ran as root"
 
 
@@ -79,5 +78,5 @@ def test_sglangs_help_does_not_import_a_planted_module(planted, monkeypatch):
     params, mark = planted
     monkeypatch.chdir(params["working_directory"])  # where a module starts when the login user's home is the unit's
     with pytest.raises(Failed, match="is SGLang installed there"):
-        server.ServerDeployment(HostModule(**params), {}).validate_flags()
+        _server_deploy.ServerDeployment(HostModule(**params), {}).validate_flags()
     assert not mark.exists(), "a module planted where another user can write ran as root"

@@ -16,6 +16,7 @@ import pytest
 
 from ansible_collections.llmops.sglang.plugins.module_utils.drift import drift_check
 from ansible_collections.llmops.sglang.plugins.plugin_utils import run_report
+from ansible_collections.llmops.sglang.plugins.plugin_utils._report_summary import level_spread
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import write_files
 
 DEMO_RUN = Path(__file__).resolve().parents[3] / "fixtures" / "run-demo"
@@ -144,7 +145,7 @@ def test_each_decision_is_a_plain_sentence_with_its_evidence_beneath(run_dir):
 
 def test_the_plot_shades_the_runs_range_where_a_level_ran_more_than_once(run_dir):
     sweep = json.loads((run_dir / "baseline" / "gpu1" / "sweep.json").read_text())
-    spread = run_report.level_spread(sweep, "agg_tok_s")
+    spread = level_spread(sweep, "agg_tok_s")
     level = next(level for level in sweep["levels"] if len(level["runs"]) > 1)
     values = [run["agg_tok_s"] for run in level["runs"]]
     assert spread[level["concurrency"]] == (min(values), max(values))

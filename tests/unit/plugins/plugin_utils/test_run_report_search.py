@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils import run_report
+from ansible_collections.llmops.sglang.plugins.plugin_utils._report_search import pareto_front
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_cost import account_stage
 from tests.unit.plugins.plugin_utils.test_run_report import Elements
 
@@ -105,7 +106,7 @@ def test_boundary_latencies_are_the_medians_of_the_runs_at_the_slo_meeting_rate(
 
 def test_pareto_front_keeps_the_points_nothing_dominates():
     points = {"a": (10.0, 50.0), "b": (20.0, 60.0), "c": (30.0, 55.0), "d": (10.0, 40.0), "e": (20.0, 60.0)}
-    assert run_report.pareto_front(points) == ["a", "b", "e"]  # c: b has more at less; d: a has more at the same
+    assert pareto_front(points) == ["a", "b", "e"]  # c: b has more at less; d: a has more at the same
 
 
 def test_the_fronts_of_the_recorded_run(run_dir):
@@ -114,7 +115,7 @@ def test_the_fronts_of_the_recorded_run(run_dir):
     for metric in ("ttft_ms", "tpot_ms"):
         key = f"{metric}_p99"
         points = {name: (c["boundary"][key], c["goodput_rps"]) for name, c in candidates.items() if c["boundary"]}
-        assert search["front"][metric] == run_report.pareto_front(points)
+        assert search["front"][metric] == pareto_front(points)
         # 000 has the most goodput; 003 the same as 002 at lower latency (both at 64 running requests, 003 with the
         # larger KV cache); a failed start has no point
         assert search["front"][metric] == ["000", "003"]

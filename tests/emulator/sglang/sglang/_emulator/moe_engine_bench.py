@@ -201,11 +201,12 @@ class EmulatedBench:
 
     # ------------------------------------------------------------------------------------------ compile
 
-    def compile(self, kernel: str, config: dict) -> dict:
-        """The engine's compile record: status, seconds, variants, shared memory, registers, spills."""
+    def compile(self, kernel: str, config: dict, sizes: list[int] | None = None) -> dict:
+        """The engine's compile record for the batch sizes ``sizes`` (default: the job's): status, seconds,
+        variants, shared memory, registers, spills."""
         start = time.perf_counter()
         config = self.engine.full_config(config)
-        groups = batch_size_groups(config, self.job["batch_sizes"], self.job["shape"], kernel)
+        groups = batch_size_groups(config, sizes or self.job["batch_sizes"], self.job["shape"], kernel)
         count = len(groups)
         key = self.engine.config_key(config)
         if key in self._crash:
