@@ -751,7 +751,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--simulate", type=int, metavar="N",
                         help="instead: N seeded searches of ours on the emulator's model (virtual clock, no servers)")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                        help="processes for --simulate (default: one per CPU; the lines do not depend on it)")
+                        help="processes for the ground truth and --simulate's searches (default: one per CPU; results do not depend on it)")
     args = parser.parse_args(argv)
     if args.quick and args.space != FULL.name:
         parser.error("--quick is a smaller full space; it takes no --space")
@@ -766,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
     ensure_bench_serving_venv()
     profile = load_profile(PROFILE)
     say(f"ground truth: {len(setup.grid())} candidates through the emulator's model on a virtual clock ...")
-    truth = ground_truth(setup)
+    truth = ground_truth(setup, args.jobs)
     budget = TARGET_BUDGET_PCT / 100.0 * sum(row["gpu_minutes"] for row in truth)
     say(f"ground truth done; budget {budget:.1f} GPU-min. Our search ...")
     ours = our_search(setup, budget, profile)
