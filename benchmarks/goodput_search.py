@@ -26,8 +26,11 @@ starts is stopped before it exits; it writes only under .cache/goodput-search/.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import dataclasses
+import functools
+import hashlib
 import json
 import logging
 import math
@@ -92,12 +95,19 @@ SLO_REAL = {"ttft_ms": {"target": 1000.0, "percentile": 90.0}, "tpot_ms": {"targ
 TARGET_OPTIMUM_PCT = 97.0
 TARGET_BUDGET_PCT = 20.0
 MAX_RATE_REAL = 1000.0  # a capacity search that passes this rate has runs too short to load the server
+# What a grid point's ground truth is computed by: the emulator's model, profiles and model shape, the SLO verdict, our
+# rate search (brute force simulates it), the server args' rendering and this file. The cached truth is keyed by their
+# contents.
+TRUTH_SOURCES = (EMULATOR / "sglang", EMULATOR / "profiles", MODEL, ROOT / "benchmarks" / "profiles",
+                 ROOT / "plugins" / "module_utils" / "workload.py", ROOT / "plugins" / "module_utils" / "server_args.py",
+                 ROOT / "plugins" / "plugin_utils" / "rate_search.py", Path(__file__).resolve())
 
 
 @dataclasses.dataclass(frozen=True)
 class Setup:
     """One benchmark size: the grid (knob -> values, ascending, in the issue's order) and the measurement."""
 
+    name: str
     knobs: dict[str, tuple]
     input_len: int
     output_len: int
@@ -120,14 +130,24 @@ class Setup:
 # its capacity has not built up yet, so a short run measures a transient - the optimum "held" 18.0 req/s, 20 % above
 # what it sustains (15.1 with 480) - and its one run's p90 TTFT scatters so much that a candidate's capacity
 # estimate scattered by ~8 % (5 % with 480), more than the 2-5 % between the best candidates (benchmarks/README.md).
-FULL = Setup(knobs={"max_running_requests": (8, 16, 24, 32, 48), "cuda_graph_max_bs": (8, 16, 32, 48),
+FULL = Setup(name="full",
+             knobs={"max_running_requests": (8, 16, 24, 32, 48), "cuda_graph_max_bs": (8, 16, 32, 48),
                     "speculative_num_steps": (1, 2, 3)},
              input_len=256, output_len=64, requests=480, warmup=48, repeats=2, truth_seeds=8, surrogate_starts=3,
              seed=19)
-QUICK = Setup(knobs={"max_running_requests": (8, 16, 32), "cuda_graph_max_bs": (8, 32),
+# Issue #40's second space: FULL's grid x chunked_prefill_size, 240 candidates, the same workload and measurement.
+# A prefill batch holds at most a chunk (SGLang's PrefillAdder, the emulator's scheduler), so against these 256-token
+# prompts 128 splits every prompt into two prefills, 256 prefills one prompt a batch, 512 two and 2048 eight: each
+# prefill batch pays the fixed prefill cost once while the running requests wait (prefill first), so small chunks
+# cost capacity where requests queue. chunked_prefill_size is chosen over the other knobs operators ask about
+# because the emulator's model does what SGLang does with it (benchmarks/README.md, "A second space").
+WIDE = dataclasses.replace(FULL, name="wide", knobs={**FULL.knobs, "chunked_prefill_size": (128, 256, 512, 2048)})
+QUICK = Setup(name="quick",
+              knobs={"max_running_requests": (8, 16, 32), "cuda_graph_max_bs": (8, 32),
                      "speculative_num_steps": (1, 3)},
               input_len=256, output_len=64, requests=80, warmup=4, repeats=1, truth_seeds=4, surrogate_starts=1,
               seed=19)
+SPACES = {setup.name: setup for setup in (FULL, WIDE)}
 # Our rate search, real req/s (start at a plausible capacity, 10 % resolution, at most 8 probes a candidate).
 RATE_REAL = {"start_rps": 8.0, "min_rps": 0.5, "resolution": 0.1, "max_probes": 8}
 # auto_benchmark's QPS search, real req/s: the same range, its default 5 bisection rounds.
@@ -283,17 +303,46 @@ def brute_force_seconds(model: ServerModel, setup: Setup, seed: int) -> float:
     return sum(spent)
 
 
-def ground_truth(setup: Setup) -> list[dict]:
-    rows = []
-    for number, params in enumerate(setup.grid()):
-        model = server_model(params)
-        if model is None:
-            rows.append({"params": params, "capacity_rps": 0.0, "gpu_minutes": 0.0, "starts": False})
-            continue
-        gpus = model.profile.gpu.count
-        rows.append({"params": params, "capacity_rps": true_capacity(model, setup), "starts": True,
-                     "gpu_minutes": gpus * brute_force_seconds(model, setup, setup.seed * 1000 + number) / 60.0})
-    return rows
+def ground_truth(setup: Setup, jobs: int = 1) -> list[dict]:
+    """Every grid point's row, in the grid's order; each is its own seeded computation, so ``jobs`` processes give
+    the same rows as one. Cached under .cache/goodput-search/ by the setup and the contents of TRUTH_SOURCES (the
+    wide space's takes ~25 minutes on 2 shared cores)."""
+    path = CACHE / f"truth-{setup.name}-{truth_key(setup)}.json"
+    if path.is_file():
+        return json.loads(path.read_text())
+    truth = map_jobs(jobs, functools.partial(truth_row, setup), range(len(setup.grid())))
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(truth) + "\n")
+    return truth
+
+
+def truth_key(setup: Setup) -> str:
+    digest = hashlib.sha256(json.dumps([dataclasses.asdict(setup), SLO_REAL, RATE_REAL, MAX_RATE_REAL]).encode())
+    for root in TRUTH_SOURCES:
+        files = [root] if root.is_file() else sorted(
+            path for path in root.rglob("*") if path.suffix in (".py", ".json", ".yaml") and "__pycache__" not in path.parts)
+        for path in files:
+            digest.update(str(path.relative_to(root.parent)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def truth_row(setup: Setup, number: int) -> dict:
+    params = setup.grid()[number]
+    model = server_model(params)
+    if model is None:
+        return {"params": params, "capacity_rps": 0.0, "gpu_minutes": 0.0, "starts": False}
+    gpus = model.profile.gpu.count
+    return {"params": params, "capacity_rps": true_capacity(model, setup), "starts": True,
+            "gpu_minutes": gpus * brute_force_seconds(model, setup, setup.seed * 1000 + number) / 60.0}
+
+
+def map_jobs(jobs: int, function: t.Callable, *iterables: t.Iterable) -> list:
+    """``map`` in order, in ``jobs`` worker processes (the virtual clock patches the scheduler module: one
+    simulation a process at a time) or, with one job, here."""
+    if jobs <= 1:
+        return list(map(function, *iterables))
+    with concurrent.futures.ProcessPoolExecutor(jobs) as pool:
+        return list(pool.map(function, *iterables))
 
 
 def truth_of(truth: list[dict], params: dict | None) -> float:
@@ -466,22 +515,34 @@ def simulated_search(setup: Setup, budget: float, seed: int, directory: Path) ->
             answer = stage.probe(sweep, None, {"gpu_minutes": gpus * (start_s + bench_s) / 60.0})
     search = stage.search()
     return {"best": search.best(1)[0]["params"], "spent_gpu_minutes": search.spent()["gpu_minutes"],
-            "starts": search.spent()["restarts"]}
+            "starts": search.spent()["restarts"],
+            "measured": [trial["params"] for trial in search.trials if trial["state"] == "complete"]}
 
 
-def simulate(setup: Setup, searches: int) -> int:
+def simulate(setup: Setup, searches: int, jobs: int = 1) -> int:
     """``searches`` seeded searches of ours on the model, with and without the surrogate starts: how often each
-    ends within 97 % of the optimum (the real run's target) and what it spends."""
+    ends within 97 % of the optimum (the real run's target) and what it spends. Each search is seeded on its own,
+    so ``jobs`` processes give the same lines as one. The ground truth and every search's pick go to
+    .cache/goodput-search/simulate-<space>.json (the truth as soon as it is known)."""
     say(f"ground truth: {len(setup.grid())} candidates through the emulator's model on a virtual clock ...")
-    truth = ground_truth(setup)
-    optimum = max(row["capacity_rps"] for row in truth)
+    truth = ground_truth(setup, jobs)
+    picks: dict[int, list[dict]] = {}
+    write_simulation(setup, truth, picks)
+    best = max(truth, key=lambda row: row["capacity_rps"])
+    optimum = best["capacity_rps"]
     grid_minutes = sum(row["gpu_minutes"] for row in truth)
     budget = TARGET_BUDGET_PCT / 100.0 * grid_minutes
+    say(f"grid {describe_knobs(setup)}: optimum {describe(best['params'])} {optimum:.2f} req/s, "
+        f"{sum(row['capacity_rps'] >= optimum * TARGET_OPTIMUM_PCT / 100.0 for row in truth)} candidates within "
+        f"{100 - TARGET_OPTIMUM_PCT:g} %; brute force {grid_minutes:.0f} GPU-min, budget {budget:.0f}")
     lines = []
     for starts in sorted({0, setup.surrogate_starts}, reverse=True):
         variant = dataclasses.replace(setup, surrogate_starts=starts)
-        results = [simulated_search(variant, budget, seed, CACHE / "simulate") for seed in range(searches)]
+        directories = [CACHE / "simulate" / f"{starts}-{seed}" for seed in range(searches)]
+        results = map_jobs(jobs, functools.partial(simulated_search, variant, budget), range(searches), directories)
         shares = [100.0 * truth_of(truth, result["best"]) / optimum for result in results]
+        picks[starts] = [{**result, "seed": seed, "optimum_pct": share} for seed, (result, share)
+                         in enumerate(zip(results, shares))]
         spent = statistics.mean(100.0 * result["spent_gpu_minutes"] / grid_minutes for result in results)
         reached = sum(share >= TARGET_OPTIMUM_PCT for share in shares)
         lines.append(f"surrogate_starts {starts}: {reached}/{searches} searches >= {TARGET_OPTIMUM_PCT:g}% of "
@@ -489,9 +550,19 @@ def simulate(setup: Setup, searches: int) -> int:
                      f"worst {min(shares):.1f}%, at {spent:.1f}% of grid GPU-minutes, "
                      f"{statistics.mean(result['starts'] for result in results):.1f} starts")
         say(lines[-1])
+    write_simulation(setup, truth, picks)
     shutil.rmtree(CACHE / "simulate", ignore_errors=True)
-    print("simulated goodput search (seeds 0-{}): {}".format(searches - 1, "; ".join(lines)))
+    print(f"simulated goodput search, {setup.name} space of {len(truth)} candidates (seeds 0-{searches - 1}): "
+          + "; ".join(lines))
     return 0
+
+
+def write_simulation(setup: Setup, truth: list[dict], picks: dict[int, list[dict]]) -> None:
+    """The simulation's record: the space, its ground truth and, per surrogate_starts, each search's result."""
+    CACHE.mkdir(parents=True, exist_ok=True)
+    document = {"setup": dataclasses.asdict(setup), "slo_real": SLO_REAL, "rate_real": RATE_REAL, "truth": truth,
+                "searches": {f"surrogate_starts {starts}": results for starts, results in picks.items()}}
+    (CACHE / f"simulate-{setup.name}.json").write_text(json.dumps(document, indent=1) + "\n")
 
 
 # --- 3. sglang.auto_benchmark ------------------------------------------------------------------------------------
@@ -572,7 +643,7 @@ def run_auto_benchmark(setup: Setup, budget: float, profile: Profile) -> dict:
         records = watch(process, live, budget, lambda r: trial_gpu_minutes(r, gpus, start_s, scale))
     finally:
         stop_auto_benchmark(process, port)
-    return auto_benchmark_result(records, scale, gpus, start_s, process.returncode, directory)
+    return auto_benchmark_result(setup, records, (scale, gpus, start_s), process.returncode, directory)
 
 
 def watch(process: subprocess.Popen, live: Path, budget: float, cost: t.Callable[[dict], float]) -> list[dict]:
@@ -593,10 +664,11 @@ def stop_auto_benchmark(process: subprocess.Popen, port: int) -> None:
         os.kill(int(pid), signal.SIGTERM)
 
 
-def auto_benchmark_result(records: list[dict], scale: float, gpus: int, start_s: float, returncode: int | None,
-                          directory: Path) -> dict:
+def auto_benchmark_result(setup: Setup, records: list[dict], accounting: tuple[float, int, float],
+                          returncode: int | None, directory: Path) -> dict:
     """Its recommendation within the budget: its own ranking (sglang 0.5.11 auto_benchmark_lib.py result_sort_key:
-    SLA passed, then the highest QPS) over the trials it finished."""
+    SLA passed, then the highest QPS) over the trials it finished; ``accounting``: (time scale, GPUs, start s)."""
+    scale, gpus, start_s = accounting
     if not records and returncode not in (0, -signal.SIGTERM):
         raise SystemExit(f"sglang.auto_benchmark failed (exit {returncode}); see {directory / 'auto_benchmark.log'}")
     ranked = sorted((r for r in records if r.get("metrics")), reverse=True,
@@ -604,7 +676,7 @@ def auto_benchmark_result(records: list[dict], scale: float, gpus: int, start_s:
     best = ranked[0] if ranked else None
     return {"trials": records, "spent_gpu_minutes": sum(trial_gpu_minutes(r, gpus, start_s, scale) for r in records),
             "candidates": len({r["candidate_id"] for r in records}),
-            "best": {name: best["server_flags"][name] for name in BASELINE} if best else None,
+            "best": {name: best["server_flags"][name] for name in setup.knobs} if best else None,
             "claimed_rps": best["requested_qps"] * scale if best and best.get("sla_passed") else None}
 
 
@@ -673,13 +745,19 @@ def write_results(setup: Setup, truth: list[dict], ours: dict, theirs: dict, row
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a 12-candidate grid, one run per probe (< 3 min)")
+    parser.add_argument("--space", choices=sorted(SPACES), default=FULL.name,
+                        help="full: 60 candidates over 3 knobs (default); wide: 240 over 4 (x chunked_prefill_size)")
     parser.add_argument("--seed", type=int, help="the searches' seed (default 19)")
     parser.add_argument("--simulate", type=int, metavar="N",
                         help="instead: N seeded searches of ours on the emulator's model (virtual clock, no servers)")
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                        help="processes for the ground truth and --simulate's searches (default: one per CPU; results do not depend on it)")
     args = parser.parse_args(argv)
-    setup = QUICK if args.quick else FULL
+    if args.quick and args.space != FULL.name:
+        parser.error("--quick is a smaller full space; it takes no --space")
+    setup = QUICK if args.quick else SPACES[args.space]
     if args.simulate:
-        return simulate(setup, args.simulate)
+        return simulate(setup, args.simulate, args.jobs)
     if args.seed is not None:
         setup = dataclasses.replace(setup, seed=args.seed)
     started = time.monotonic()
@@ -688,7 +766,7 @@ def main(argv: list[str] | None = None) -> int:
     ensure_bench_serving_venv()
     profile = load_profile(PROFILE)
     say(f"ground truth: {len(setup.grid())} candidates through the emulator's model on a virtual clock ...")
-    truth = ground_truth(setup)
+    truth = ground_truth(setup, args.jobs)
     budget = TARGET_BUDGET_PCT / 100.0 * sum(row["gpu_minutes"] for row in truth)
     say(f"ground truth done; budget {budget:.1f} GPU-min. Our search ...")
     ours = our_search(setup, budget, profile)

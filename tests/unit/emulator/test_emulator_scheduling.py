@@ -1,7 +1,8 @@
 # Copyright (c) llmops.sglang contributors
 # Apache License 2.0 (see LICENSE)
 """The scheduling knobs' effects (chunked prefill, mixed chunks, prefix cache and schedule policy, CUDA-graph
-limit, speculative steps) and the proof that their defaults leave the calibrated demo numbers unchanged.
+limit, speculative steps) and the proof that their defaults leave the calibrated demo numbers unchanged; the step
+trace of a seeded workload is pinned.
 
 Schedulers run in-process on a tiny time_scale: a step costs its real-GPU time x 1e-7 of wall time, so the
 event loop only orders the steps; what a test compares are step costs and the order of events.
@@ -108,7 +109,9 @@ def test_demo_perf_numbers_are_unchanged_at_default_knobs() -> None:
 def test_seeded_workload_runs_the_same_steps_at_default_knobs() -> None:
     """70 unique prompts of 200-4000 tokens through the server's own limits (chunked prefill 8192, radix cache
     on, fcfs; prompts differ from their first token, so nothing is a cache hit): every step, its cost, the
-    tokens and the random stream are those of the emulator before."""
+    tokens and the random stream are pinned. Since the batch's chunk budget (issue #40) every prefill batch holds
+    at most 8192 tokens, as SGLang's PrefillAdder fills it; before, the first batches took up to max_prefill_tokens
+    (14473, 15872, 16311, 15609 tokens: 132 steps, 23 of them prefills, 14.026 s, 3216 verify steps)."""
     _, args, perf, plan = server_parts()
     recording = RecordingPerf(perf)
     scheduler = make_scheduler(recording, scheduler_limits(args, plan))
@@ -118,12 +121,12 @@ def test_seeded_workload_runs_the_same_steps_at_default_knobs() -> None:
     for i, r in enumerate(requests):
         r.prompt = [100000 + i, *range(r.input_len - 1)] if i % 2 else f"{i:04d} unique " * (r.input_len // 3)
     run(scheduler, requests)
-    assert (len(recording.calls), sum(c[0] == "prefill" for c in recording.calls)) == (132, 23)
-    assert sum(c[2] for c in recording.calls) == pytest.approx(14.026341681666667, rel=1e-12)
-    first_batches = [("prefill", 14473), ("prefill", 15872), ("prefill", 16311), ("prefill", 15609)]
-    assert [c[:2] for c in recording.calls[:4]] == first_batches
-    assert sum(r.generated for r in requests) == 8426 and sum(r.verify_steps for r in requests) == 3216
-    assert scheduler.rng.random() == pytest.approx(0.273812709638545, rel=1e-12)
+    assert (len(recording.calls), sum(c[0] == "prefill" for c in recording.calls)) == (157, 27)
+    assert sum(c[2] for c in recording.calls) == pytest.approx(14.595367013333318, rel=1e-12)
+    assert [c[:2] for c in recording.calls[:4]] == [("prefill", 8192)] * 4
+    assert max(tokens for kind, tokens, _ in recording.calls if kind == "prefill") == 8192
+    assert sum(r.generated for r in requests) == 8426 and sum(r.verify_steps for r in requests) == 3241
+    assert scheduler.rng.random() == pytest.approx(0.0630562674590941, rel=1e-12)
     assert scheduler.instance_factor == pytest.approx(0.9978488870124457, rel=1e-12)
     assert [int(r.rid[1:]) for r in sorted(requests, key=lambda r: r.first_token_at)][:20] == list(range(20))
 
@@ -163,12 +166,39 @@ def long_prompt_among_decodes(chunk: int, mixed: bool) -> tuple[float, float, in
     _, _, perf, plan = server_parts()
     recording = RecordingPerf(perf)
     scheduler = quiet_scheduler(recording, limits(plan, chunked_prefill_size=chunk, mixed_chunk=mixed))
-    decodes = [(0.0, request(f"d{i}", 500, 400)) for i in range(8)]
+    decodes = [(0.0, request(f"d{i}", 250, 400)) for i in range(8)]  # 2000 tokens: one batch within either chunk
     times = simulate(scheduler, [*decodes, (1.0, request("long", 30000, 4))])
     ttft = times["long"][0] - 1.0
     max_itl = max(b - a for _, r in decodes for a, b in zip(times[r.rid], times[r.rid][1:]))
     chunks = sum(1 for kind, _, _ in recording.calls if kind == "prefill") - 1  # the decodes' own prefill
     return ttft, max_itl, chunks
+
+
+def admitted(scheduler) -> list[tuple[str, int]]:
+    """The next iteration's prefill batch as (request, tokens it prefills), after it ran."""
+    batch, _ = scheduler.plan_step()
+    scheduler.finish_step(batch)
+    return [(r.rid, tokens) for r, tokens in zip(batch.requests, batch.extend)]
+
+
+def test_a_prefill_batch_holds_at_most_a_chunk_and_the_request_crossing_it_is_truncated() -> None:
+    """sglang 0.5.11/0.5.23 schedule_policy.py PrefillAdder: every admitted request spends its tokens of
+    rem_chunk_tokens (chunked_prefill_size), the one whose prompt crosses what is left is truncated to it in whole
+    pages and is the chunked request, which continues first in the next batch; without chunking (-1) a batch takes
+    every waiting request within max_prefill_tokens."""
+    _, _, perf, plan = server_parts()
+    scheduler = quiet_scheduler(perf, limits(plan, chunked_prefill_size=500, page_size=16))
+    for i in range(5):
+        scheduler.submit(request(f"r{i}", 200, 8))
+    assert admitted(scheduler) == [("r0", 200), ("r1", 200), ("r2", 96)]
+    assert scheduler.chunked.rid == "r2" and scheduler.chunked.first_token_at is None
+    assert admitted(scheduler) == [("r2", 104), ("r3", 200), ("r4", 192)]
+    assert scheduler.chunked.rid == "r4"
+    assert admitted(scheduler) == [("r4", 8)]
+    unchunked = quiet_scheduler(perf, limits(plan, chunked_prefill_size=-1))
+    for i in range(5):
+        unchunked.submit(request(f"r{i}", 200, 8))
+    assert admitted(unchunked) == [(f"r{i}", 200) for i in range(5)]
 
 
 def test_mixed_chunked_prefill_trades_new_ttft_against_running_itl() -> None:

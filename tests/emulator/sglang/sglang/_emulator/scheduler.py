@@ -5,9 +5,10 @@
 Each iteration is a prefill batch or a decode step, prefill first when one can be formed, as in
 sglang 0.5.23 sglang/srt/managers/scheduler.py get_next_batch_to_run ("Run prefill first if possible").
 A prefill batch takes waiting requests in the policy's order (fcfs; lpm: longest cached prefix first)
-within max_running_requests, max_prefill_tokens and KV room; a cached prefix (prefix_cache.py) is not
-prefilled again; a prompt longer than chunked_prefill_size is prefilled one chunk per iteration, and
-the request is the batch's chunked request until its last chunk; with --enable-mixed-chunk the running
+within max_running_requests, max_prefill_tokens, chunked_prefill_size and KV room; a cached prefix
+(prefix_cache.py) is not prefilled again; a batch holds at most chunked_prefill_size new tokens, the
+request that crosses it is truncated to the rest and is the chunked request, prefilled one chunk per
+iteration until its last chunk; with --enable-mixed-chunk the running
 requests decode one token inside each prefill batch. A request's last prefill chunk yields its first
 token; a decode step gives every running request its accept length in tokens. Iterations end at absolute deadlines
 (start + sum of step times x time_scale), so event-loop overhead and timer slack do not add up:
@@ -237,28 +238,34 @@ class Scheduler:
 
     def _admit(self) -> PrefillBatch | None:
         """sglang 0.5.23 sglang/srt/managers/scheduler.py _get_new_batch_prefill_raw with schedule_policy.py's
-        PrefillAdder: the chunked request continues first (add_chunked_req); a request whose rest does not fit
-        one chunk becomes the chunked request and closes the batch; only one request is chunked at a time."""
+        PrefillAdder (0.5.11 the same): the chunked request continues first (add_chunked_req); every request
+        admitted spends its tokens of the batch's chunk budget (rem_chunk_tokens = chunked_prefill_size), and
+        the one whose rest exceeds what is left is truncated to it, page-aligned (add_one_req's trunc_len), and
+        becomes the chunked request; an exhausted budget closes the batch (budget_state: OTHER). So a batch
+        prefills at most chunked_prefill_size tokens and only one request is chunked at a time."""
         batch = PrefillBatch()
         budget = self.limits.max_prefill_tokens
         free_tokens = self.limits.max_total_num_tokens - self.used_tokens
+        size = self.limits.chunked_prefill_size
+        chunk_budget = size if size and size > 0 else None  # None: chunking off (SGLang's rem_chunk_tokens)
         if self.chunked is not None:
-            budget, free_tokens = self._continue_chunked(batch, budget, free_tokens)
+            chunk_budget, budget, free_tokens = self._continue_chunked(batch, chunk_budget, budget, free_tokens)
         self._order_waiting()
-        while (self.waiting and self.chunked is None
+        while (self.waiting and self.chunked is None and (chunk_budget is None or chunk_budget > 0)
                and len(self.running) + len(batch.requests) < self.limits.max_running_requests):
             request = self.waiting[0]
             prefix = self.cache.match(request.prefix_keys, request.input_len) if self.cache else 0
             extend = request.input_len - prefix
-            if (batch.requests and extend > budget) or extend > free_tokens:
+            chunk = self._chunk(extend, chunk_budget)
+            if (batch.requests and extend > budget) or extend > free_tokens or chunk <= 0:
                 break
             self.waiting.popleft()
             request.prefilled = request.cached_tokens = prefix
             batch.hit_tokens += prefix
-            chunk = self._chunk(extend)
             batch.add(request, chunk)
             budget -= chunk
             free_tokens -= chunk
+            chunk_budget = None if chunk_budget is None else chunk_budget - chunk
             if chunk < extend:
                 self.chunked = request
         if not batch.requests:
@@ -267,18 +274,24 @@ class Scheduler:
             batch.decoding = list(self.running)
         return batch
 
-    def _continue_chunked(self, batch: PrefillBatch, budget: int, free_tokens: int) -> tuple[int, int]:
+    def _continue_chunked(self, batch: PrefillBatch, chunk_budget: int | None, budget: int,
+                          free_tokens: int) -> tuple[int | None, int, int]:
+        """add_chunked_req: the rest of the chunked request, at most a chunk."""
         request = self.chunked
         rest = request.input_len - request.prefilled
-        chunk = self._chunk(rest)
+        chunk = rest if chunk_budget is None else min(rest, chunk_budget)
         batch.add(request, chunk)
         if chunk == rest:
             self.chunked = None
-        return budget - chunk, free_tokens - chunk
+        return None if chunk_budget is None else chunk_budget - chunk, budget - chunk, free_tokens - chunk
 
-    def _chunk(self, tokens: int) -> int:
-        size = self.limits.chunked_prefill_size
-        return tokens if not size or size <= 0 else min(tokens, size)
+    def _chunk(self, extend: int, chunk_budget: int | None) -> int:
+        """The tokens a new request prefills in this batch: all of them if they fit the chunk budget, else the
+        budget left rounded down to whole pages (0: it waits for the next batch)."""
+        if chunk_budget is None or extend <= chunk_budget:
+            return extend
+        page = self.limits.page_size
+        return chunk_budget // page * page
 
     def _order_waiting(self) -> None:
         """lpm: longest cached prefix first (schedule_policy.py _sort_by_longest_prefix, a stable sort); matching
