@@ -27,9 +27,10 @@ TCP_TABLES = ("/proc/net/tcp", "/proc/net/tcp6")
 ESTABLISHED = "01"
 
 Endpoint = tuple[str, int]
+Connection = tuple[Endpoint, Endpoint]  # (this host's end, the controller's end)
 
 
-def ssh_endpoints(value: str) -> tuple[Endpoint, Endpoint] | None:
+def ssh_endpoints(value: str) -> Connection | None:
     """(this host's end, the controller's end) of an ``SSH_CONNECTION`` value (``client port server port``); None when
     it is not one."""
     fields = value.split()
@@ -47,7 +48,7 @@ def _address(text: str) -> str:
     return str(getattr(address, "ipv4_mapped", None) or address)
 
 
-def session_connection(pid: str = "self", proc: str = "/proc") -> tuple[Endpoint, Endpoint] | None:
+def session_connection(pid: str = "self", proc: str = "/proc") -> Connection | None:
     """The SSH connection this process runs under: ``SSH_CONNECTION``, which sshd sets for the session, from the
     environment of ``pid`` or of its nearest ancestor that has it (sudo, as become, drops it from the module's own).
     None outside an SSH session, or where an ancestor's environment cannot be read (another user's, without root)."""
@@ -99,7 +100,7 @@ def tcp_socket(local: Endpoint, remote: Endpoint, tables: tuple[str, ...] = TCP_
     return None
 
 
-def controller_silent(connection: tuple[Endpoint, Endpoint] | None, tables: tuple[str, ...] = TCP_TABLES) -> bool | None:
+def controller_silent(connection: Connection | None, tables: tuple[str, ...] = TCP_TABLES) -> bool | None:
     """Whether the controller's machine stopped acknowledging what this host sends it over ``connection``: True while
     the kernel retransmits on it (what was sent waited longer than a retransmission timeout, a few hundred ms on a
     LAN, seconds at most across the world), False when it acknowledged everything the last timeout covered, None

@@ -9,10 +9,11 @@ SSH_CONNECTION = "10.213.0.1 40000 10.213.0.11 22"
 SANDBOX = ("10.213.0.11", 22), ("10.213.0.1", 40000)
 
 HEADER = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode\n"
-LISTENER = "   0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 41213 1 0 100 0 0 10 0\n"
+LISTENER = ("   0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 41213 1 0 100 "
+            "0 0 10 0\n")
 # The session's connection with everything acknowledged (sshd's keepalive timer pending)...
-ACKNOWLEDGED = ("   1: 0B00D50A:0016 0100D50A:9C40 01 00000000:00000000 02:000A8C1B 00000000     0        0 52117 4 0 20 4 "
-                "30 10 -1\n")
+ACKNOWLEDGED = ("   1: 0B00D50A:0016 0100D50A:9C40 01 00000000:00000000 02:000A8C1B 00000000     0        0 52117 4 0 "
+                "20 4 30 10 -1\n")
 # ... and 7 s into a silent partition: 3 bytes of heartbeats unacknowledged, the retransmission timer pending, 3
 # timeouts fired.
 PARTITIONED = ("   1: 0B00D50A:0016 0100D50A:9C40 01 00000003:00000000 01:0000001C 00000003     0        0 52117 4 0 "

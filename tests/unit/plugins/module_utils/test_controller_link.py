@@ -57,7 +57,7 @@ def test_the_kernels_table_tells_acknowledged_from_silent(tmp_path):
 def test_a_real_connection_is_found_in_this_kernels_tables():
     """The spelling of addresses and ports (byte order) as this machine's kernel prints them."""
     with socket.create_server(("127.0.0.1", 0)) as server:
-        with socket.create_connection(server.getsockname()) as client:
+        with socket.create_connection(server.getsockname()):
             accepted, _ = server.accept()
             with accepted:
                 local, remote = accepted.getsockname(), accepted.getpeername()

@@ -126,7 +126,8 @@ def test_a_silent_controller_gets_no_renewal_until_it_acknowledges_again(tmp_pat
     child = textwrap.dedent(f"""
         import time
         from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
-        with guarded_work(root={str(root)!r}, work_dir={str(tmp_path / "work")!r}, every_s=0.1, tables=({str(table)!r},)):
+        with guarded_work(root={str(root)!r}, work_dir={str(tmp_path / "work")!r}, every_s=0.1,
+                          tables=({str(table)!r},)):
             print("working", flush=True)
             time.sleep(120)
         """)
