@@ -82,10 +82,10 @@ def _in_host_order(raw: bytes) -> bytes:
     return b"".join(raw[i:i + 4][::-1] for i in range(0, len(raw), 4))
 
 
-def tcp_socket(local: Endpoint, remote: Endpoint, tables: tuple[str, ...] = TCP_TABLES) -> dict | None:
-    """``{"unacked": bytes, "retransmits": count}`` of the established TCP connection from ``local`` to ``remote``:
-    bytes sent or queued and not yet acknowledged, and the retransmission timeouts that fired since the peer last
-    acknowledged new data. None when no such connection is in the tables."""
+def retransmits(local: Endpoint, remote: Endpoint, tables: tuple[str, ...] = TCP_TABLES) -> int | None:
+    """How many retransmission timeouts fired on the established TCP connection from ``local`` to ``remote`` since
+    the peer last acknowledged new data (the kernel resets the count then); None when no such connection is in the
+    tables."""
     local_spellings, remote_spellings = _proc_spellings(local), _proc_spellings(remote)
     for table in tables:
         try:
@@ -94,7 +94,7 @@ def tcp_socket(local: Endpoint, remote: Endpoint, tables: tuple[str, ...] = TCP_
                     fields = line.split()
                     if (fields[3] == ESTABLISHED and fields[1] in local_spellings
                             and fields[2] in remote_spellings):
-                        return {"unacked": int(fields[4].split(":")[0], 16), "retransmits": int(fields[6], 16)}
+                        return int(fields[6], 16)
         except OSError:
             continue
     return None
@@ -105,8 +105,8 @@ def controller_silent(connection: Connection | None, tables: tuple[str, ...] = T
     the kernel retransmits on it (what was sent waited longer than a retransmission timeout, a few hundred ms on a
     LAN, seconds at most across the world), False when it acknowledged everything the last timeout covered, None
     when there is no such connection to ask (not under sshd, or sshd's connection already closed)."""
-    state = tcp_socket(*connection, tables=tables) if connection else None
-    return None if state is None else state["retransmits"] > 0
+    count = retransmits(*connection, tables=tables) if connection else None
+    return None if count is None else count > 0
 
 
 def send_heartbeat(fd: int = 2) -> None:

@@ -6,7 +6,7 @@ import socket
 import threading
 
 from ansible_collections.llmops.sglang.plugins.module_utils.controller_link import (
-    HEARTBEAT, controller_silent, send_heartbeat, session_connection, ssh_endpoints, tcp_socket)
+    HEARTBEAT, controller_silent, retransmits, send_heartbeat, session_connection, ssh_endpoints)
 from tests.unit.tcp_tables import ACKNOWLEDGED, LISTENER, MAPPED, PARTITIONED, SANDBOX, SSH_CONNECTION, write_table
 
 
@@ -45,9 +45,9 @@ def test_the_kernels_table_tells_acknowledged_from_silent(tmp_path):
     acknowledged = write_table(tmp_path / "tcp", LISTENER, ACKNOWLEDGED)
     partitioned = write_table(tmp_path / "tcp-partitioned", LISTENER, PARTITIONED)
     mapped = write_table(tmp_path / "tcp6", MAPPED)
-    assert tcp_socket(*SANDBOX, tables=(acknowledged,)) == {"unacked": 0, "retransmits": 0}
-    assert tcp_socket(*SANDBOX, tables=(partitioned,)) == {"unacked": 3, "retransmits": 3}
-    assert tcp_socket(*SANDBOX, tables=(str(tmp_path / "absent"), mapped)) == {"unacked": 1, "retransmits": 2}
+    assert retransmits(*SANDBOX, tables=(acknowledged,)) == 0
+    assert retransmits(*SANDBOX, tables=(partitioned,)) == 3
+    assert retransmits(*SANDBOX, tables=(str(tmp_path / "absent"), mapped)) == 2
     assert controller_silent(SANDBOX, (acknowledged,)) is False
     assert controller_silent(SANDBOX, (partitioned,)) is True
     assert controller_silent((SANDBOX[0], ("10.213.0.1", 40001)), (partitioned,)) is None  # another connection
@@ -61,9 +61,9 @@ def test_a_real_connection_is_found_in_this_kernels_tables():
             accepted, _ = server.accept()
             with accepted:
                 local, remote = accepted.getsockname(), accepted.getpeername()
-                assert tcp_socket(local, remote) == {"unacked": 0, "retransmits": 0}
+                assert retransmits(local, remote) == 0
                 assert controller_silent((local, remote)) is False
-                assert tcp_socket(local, (remote[0], remote[1] + 1)) is None
+                assert retransmits(local, (remote[0], remote[1] + 1)) is None
 
 
 def test_a_heartbeat_is_one_blank_line_and_never_blocks_or_raises():
