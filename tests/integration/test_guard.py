@@ -90,12 +90,13 @@ def test_ctrl_c_during_a_candidates_sweep_puts_the_adopted_unit_back(fleet, gpu1
 def test_a_silent_partition_during_a_candidates_sweep_puts_the_adopted_unit_back(fleet, gpu1, adopted_baseline):
     """Issue 36 item 11: every packet between the controller and the host dropped in the middle of the candidate's
     sweep, the controller's ssh multiplexed through a ControlMaster (ansible's default). No FIN or RST arrives, so the
-    SSH channel never hangs up; the sweep's module stops renewing once its heartbeat goes unacknowledged and the guard
-    fires a lease later. Before, the module renewed until TCP keepalive gave up (hours)."""
+    SSH channel never hangs up; the sweep (long enough to run for hours) stops renewing once its heartbeat goes
+    unacknowledged, and the guard fires a lease later and ends it. Before, the module renewed until TCP keepalive gave
+    up (hours)."""
     control_dir = Path(tempfile.mkdtemp(prefix="llmops-cm-"))  # short: a ControlPath is a unix socket's path
     master = control_dir / "gpu1"
-    playbook = _start_playbook(fleet.inventory_file, ansible_ssh_args=f"-o ControlMaster=auto -o ControlPersist=60s "
-                                                                      f"-o ControlPath={master}")
+    playbook = _start_playbook(fleet.inventory_file, bench_repeats=100000,
+                               ansible_ssh_args=f"-o ControlMaster=auto -o ControlPersist=60s -o ControlPath={master}")
     try:
         try:
             _wait_for(lambda: _bench_running(fleet, gpu1), 240, "the candidate's sweep started")
@@ -103,6 +104,7 @@ def test_a_silent_partition_during_a_candidates_sweep_puts_the_adopted_unit_back
             _kill(playbook)
             raise AssertionError(playbook.communicate()[0][-3000:]) from None
         assert master.is_socket(), "the controller's ssh goes through its ControlMaster"
+        sweep = json.loads(fleet.run(gpu1, "sh", "-c", "cat /run/llmops-sglang/work/*.json").stdout)["pid"]
         with fleet.partitioned(gpu1):
             partitioned = time.monotonic()
             _wait_for(lambda: host_state(fleet, gpu1)[0] == adopted_baseline and host_state(fleet, gpu1)[2] == "active"
@@ -114,7 +116,7 @@ def test_a_silent_partition_during_a_candidates_sweep_puts_the_adopted_unit_back
         assert restored_after < LEASE_S + 90
         record = fleet.run(gpu1, "cat", "/var/lib/llmops-sglang/guard/sglang.restored.json").stdout
         assert '"action": "restart"' in record and "guard-interrupt-test" in record
-        assert "bench" not in fleet.run(gpu1, "ps", "-eo", "args").stdout, "the guard ended the abandoned sweep"
+        assert fleet.run(gpu1, "test", "-e", f"/proc/{sweep}", check=False).returncode != 0, "the guard ended the sweep"
     finally:
         _kill(playbook)
         subprocess.run(["ssh", "-o", f"ControlPath={master}", "-O", "exit", "gpu1"], capture_output=True, check=False)
