@@ -47,9 +47,21 @@ def _wait_for(predicate, timeout_s: float, what: str) -> float:
     raise AssertionError(f"not within {timeout_s}s: {what}")
 
 
+# The registered modules (work files are named by PID) that run on the sglang venv's python: the bench task's
+# interpreter in guard_interrupt.yml (the server module's deploy, registered too, runs on /usr/bin/python3).
+_SWEEP_PIDS = ('for f in /run/llmops-sglang/work/*.json; do pid=$(basename "$f" .json); '
+               'tr "\\0" " " < /proc/$pid/cmdline 2>/dev/null | grep -q "^/opt/sglang/venv/bin/python" && echo $pid; '
+               'done')
+
+
+def _sweep_pid(fleet, host) -> int | None:
+    """The PID of the candidate's sweep (the bench module) while it runs, else None."""
+    pids = fleet.run(host, "sh", "-c", _SWEEP_PIDS, check=False).stdout.split()
+    return int(pids[0]) if pids and CANDIDATE_FLAG in host_state(fleet, host)[0] else None
+
+
 def _bench_running(fleet, host) -> bool:
-    listed = fleet.run(host, "sh", "-c", "cat /run/llmops-sglang/work/*.json 2>/dev/null", check=False).stdout
-    return '"pid"' in listed and CANDIDATE_FLAG in host_state(fleet, host)[0]
+    return _sweep_pid(fleet, host) is not None
 
 
 @pytest.fixture
@@ -104,7 +116,7 @@ def test_a_silent_partition_during_a_candidates_sweep_puts_the_adopted_unit_back
             _kill(playbook)
             raise AssertionError(playbook.communicate()[0][-3000:]) from None
         assert master.is_socket(), "the controller's ssh goes through its ControlMaster"
-        sweep = json.loads(fleet.run(gpu1, "sh", "-c", "cat /run/llmops-sglang/work/*.json").stdout)["pid"]
+        sweep = _sweep_pid(fleet, gpu1)
         with fleet.partitioned(gpu1):
             partitioned = time.monotonic()
             _wait_for(lambda: host_state(fleet, gpu1)[0] == adopted_baseline and host_state(fleet, gpu1)[2] == "active"
