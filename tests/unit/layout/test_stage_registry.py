@@ -21,7 +21,7 @@ from ansible_collections.llmops.sglang.plugins.filter.stage import stage as stag
 from ansible_collections.llmops.sglang.plugins.filter.stage_names import DOCUMENTATION as STAGE_NAMES_DOC
 from ansible_collections.llmops.sglang.plugins.filter.stage import RETURN as STAGE_RETURN
 from ansible_collections.llmops.sglang.plugins.module_utils import stages
-from tests.unit.layout.stage_consumers import disagreements, tune_playbook, workflow_text
+from tests.unit.layout.stage_consumers import disagreements
 
 REPO = Path(__file__).resolve().parents[3]
 # A stage that tunes something between the flags and the MoE stage, declared as a new stage would be.
@@ -82,7 +82,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils import stages, run_i
 from ansible_collections.llmops.sglang.plugins.plugin_utils import run_report
 from ansible_collections.llmops.sglang.plugins.filter.stage import stage
 from llmops_sglang import api, collection
-from tests.unit.layout.stage_consumers import disagreements, tune_playbook, workflow_text
+from tests.unit.layout.stage_consumers import disagreements
+from scripts.stage_files import tune_playbook, workflow_text
 found = collection.find_collection()
 print(json.dumps({
     "collection": str(found.path), "api": list(collection.stages()), "playbook": api.playbook_for("canary", found),
