@@ -247,8 +247,8 @@ def test_workers_are_forked_from_a_server_that_imported_the_release_once(tuned: 
     assert start["method"] == "forkserver" and "fallback" not in start
     preload = start["preload"]
     assert preload["error"] is None and preload["stopped_at"] is None and preload["modules"] > 0
-    # Every compile worker, the ones replacing crashed workers too, started with the release imported.
-    assert start["preloaded_compile_workers"] == start["compile_workers_started"] > 2
+    # Every compile worker that started (those replacing crashed workers too) had the release imported already.
+    assert start["preloaded_compile_workers"] == start["compile_workers_started"] >= 1
 
 
 def test_a_release_whose_import_initialises_cuda_gets_spawned_workers(tmp_path: Path) -> None:
@@ -257,7 +257,7 @@ def test_a_release_whose_import_initialises_cuda_gets_spawned_workers(tmp_path: 
     assert rc == 0, (events[-3:], stderr[-3000:])
     start = json.loads((tmp_path / "result.json").read_text())["stats"]["start"]
     assert start["method"] == "spawn" and "could not start a compile worker" in start["fallback"]
-    assert start["preloaded_compile_workers"] == 0 and start["compile_workers_started"] == 2
+    assert start["preloaded_compile_workers"] == 0 and start["compile_workers_started"] >= 1
     assert start["preload"]["error"] is None  # the server's import worked; its forks could not use CUDA
     assert "Cannot re-initialize CUDA in forked subprocess" in stderr  # the probe's reason, in the engine's log
 
@@ -268,7 +268,8 @@ def test_spawn_is_kept_where_the_job_asks_for_it(tmp_path: Path) -> None:
                                                                 start_method="spawn"))
     assert rc == 0, (events[-3:], stderr[-3000:])
     start = json.loads((tmp_path / "result.json").read_text())["stats"]["start"]
-    assert start == {"method": "spawn", "compile_workers_started": 2, "preloaded_compile_workers": 0}
+    assert start["method"] == "spawn" and "preload" not in start and "fallback" not in start
+    assert start["preloaded_compile_workers"] == 0 and start["compile_workers_started"] >= 1
 
 
 def test_rerun_resumes_without_compiling(tuned: dict[str, Any]) -> None:
