@@ -21,7 +21,7 @@ class ActionModule(ControllerAction):
             raise AnsibleActionFail("the report needs matplotlib and markdown on the controller "
                                     "(pip install matplotlib markdown, or the project's pyproject.toml)")
         if not path(run_dir, record="run").is_file():
-            raise AnsibleActionFail(f"run_dir: {run_dir} is not a run directory (no run.json); "
+            raise AnsibleActionFail(f"run_dir: {run_dir} is not a run directory (no {record_name('run')}); "
                                     "pass runs/<run_id> of an earlier run")
         files = run_report.report_files(run_dir)
         written = write_files(run_dir, files, check_mode=self._task.check_mode)

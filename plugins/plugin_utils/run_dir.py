@@ -44,6 +44,9 @@ RECORDS = {
     "rollout": "rollout.json", "release": "release.json", "carry": "carry.json", "prediction": "prediction.json",
     "prediction_md": "prediction.md",
 }
+# What a measured trial records (MEASUREMENT, the verdict on it, its cost), none of which a skipped trial has.
+MEASURED_TRIAL = ("requested_args", "environment", "deploy", "startup_log", "facts", "sweep", "unit", "failure_text",
+                  "failure", "comparison", "side_effects", "cost", "findings")
 # The folders of a stage's host folder besides its measurements: the flag trials, the search's trials and its
 # re-verified candidates (``verify/adopted``: the adopted configuration measured again as their reference).
 TRIALS, VERIFIED, REFERENCE = "trials", "verify", "adopted"
@@ -107,6 +110,12 @@ def measurement_dirs(run_dir: Path, stage: str, host: str) -> list[tuple[str | N
 def hosts(run_dir: Path, stage_names: t.Iterable[str]) -> list[str]:
     """The hosts with a folder in any of the stages ``stage_names``."""
     return sorted({p.name for stage in stage_names for p in path(run_dir, stage).glob("*") if p.is_dir()})
+
+
+def skipped_trial(decision: dict) -> dict[str, t.Any]:
+    """The records of a trial that is not measured, for record_files(): its decision, and none of those a measurement
+    of it by an earlier attempt left (a folder never mixes two attempts)."""
+    return {**{RECORDS[name]: None for name in MEASURED_TRIAL}, RECORDS["decision"]: decision}
 
 
 def read_record(run_dir: str | Path, stage: str | None = None, host: str | None = None, *,
