@@ -7,12 +7,12 @@ Note that this module util is private to the llmops.sglang collection; do not us
 Everything else takes the stages from here: the run-input checks (run_inputs), the report (plugin_utils/run_report),
 the tuning_run role (through the filters llmops.sglang.stage and llmops.sglang.stage_names), the Python API and CLI
 (src/llmops_sglang, which imports this file from the collection it finds). What cannot import Python - the
-import_playbook list of playbooks/tune.yml, the tuning_run role's argument_specs and defaults, rollout.yml, the AWX
-job templates, workflow and surveys, the docs - is checked against this list by tests/unit/layout/test_stage_registry.py,
-which names the file and the difference.
+import_playbook list of playbooks/tune.yml, the tuning_run role's argument_specs and defaults, the AWX job templates,
+workflow and surveys, the docs' stage lists - is written from this list by scripts/stage_files.py (make stage-files),
+and tests/unit/layout/test_stage_registry.py fails naming each file that is stale or says something else.
 
-A new stage is a playbook ``playbooks/<name>.yml`` plus one entry here (and its docs); the test then lists every
-static file that has to name it. docs/design.md, "Adding a stage".
+A new stage is a playbook ``playbooks/<name>.yml``, its logic in Python (module_utils, plugin_utils or an action) and
+one entry here; then make stage-files. docs/design.md, "(c) A new stage".
 """
 from __future__ import annotations
 
@@ -43,6 +43,9 @@ class Stage:
     # In a run's default stages (tuning_run_stages without -e stages). A routine stage that is not runs only when
     # selected: -e stages=...,<name>, or its inputs (tuning_run_<name>) set while -e stages is not given.
     selected_by_default: bool = True
+    # Where below <run>/<stage>/<host>/ it keeps one folder per measured candidate (the report lists them, the filter
+    # llmops.sglang.run_path finds one by name); None: its host folder holds its one measurement, if any.
+    measurements: str | None = None
 
     @property
     def playbook(self) -> str:
@@ -70,9 +73,9 @@ STAGES: tuple[Stage, ...] = (
     Stage("baseline", "Baseline", routine=True, records=True, adopts=True, reads_adopted=False, guarded=True,
           stops_servers=False),
     Stage("flags", "Flags", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
-          stops_servers=False),
+          stops_servers=False, measurements="trials"),
     Stage("search", "Search", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
-          stops_servers=False, selected_by_default=False),
+          stops_servers=False, selected_by_default=False, measurements="verify"),
     Stage("moe_tune", "MoE tuning", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
           stops_servers=True),
     Stage("verify", "Verify", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
@@ -120,5 +123,6 @@ PROPERTIES = tuple(field.name for field in fields(Stage) if field.type == "bool"
 # The lists the consumers use, by what they mean.
 ROUTINE = names(routine=True)       # tune.yml's order; -e stages; the API's and CLI's stage names
 DEFAULT = names(routine=True, selected_by_default=True)  # the stages of a run without -e stages
+OPT_IN = names(routine=True, selected_by_default=False)  # run when selected, or when their inputs are set
 RECORDED = names(records=True)      # stages with <stage>/<host>/stage.json: the report's stages, GPU-minutes
 FORCEABLE = names(forceable=True)   # -e force
