@@ -339,43 +339,45 @@ class _CudaTouched(BaseException):
 def preload_release(report_path: str) -> dict:
     """In the fork server, before its first fork: import what every worker imports (torch, Triton, the release's
     kernel, config and align modules, or the emulator's), so each worker forked from it starts with them imported.
-    A forked process cannot use a CUDA its parent initialised, so CUDA must stay uninitialised here: an import that
-    would initialise it is stopped there (what it needed is imported by each worker itself). What happened goes to
-    ``report_path`` (JSON) for the engine, which falls back to spawned workers if the server's forks cannot start."""
+    A forked process cannot use a CUDA its parent initialised, so CUDA must stay uninitialised here: torch's CUDA
+    initialisation is refused from before the first import of anything of SGLang (its package init runs then), and
+    an import that would initialise CUDA is stopped there (what it needed is imported by each worker itself). What
+    happened goes to ``report_path`` (JSON) for the engine, which spawns its workers instead where CUDA was
+    initialised anyway or the server's forks cannot start a worker."""
     start = time.perf_counter()
-    record = {"stopped_at": None, "error": None}
+    record = {"stopped_at": None, "error": None, "cuda_initialised": False}
     try:
-        importlib.import_module(EMULATED_BENCH)
-    except ImportError:
-        record.update(_preload_real())
+        import torch
+    except ImportError:  # a sandbox host: the emulator's kernels need no torch
+        torch = None
+    lazy_init = torch.cuda._lazy_init if torch else None
+    if torch:
+        torch.cuda._lazy_init = _refuse_cuda
+    try:
+        try:
+            importlib.import_module(EMULATED_BENCH)
+        except ImportError:
+            import triton  # noqa: F401
+            for names in (KERNEL_MODULES, CONFIG_MODULES, ALIGN_MODULES):
+                _import_first(names)
+    except _CudaTouched:
+        here = os.path.abspath(__file__)  # the innermost frames of the release: not torch's, not ours
+        record["stopped_at"] = [f"{frame.filename}:{frame.lineno}" for frame in traceback.extract_tb(sys.exc_info()[2])
+                                if os.path.abspath(frame.filename) != here
+                                and f"{os.sep}torch{os.sep}" not in frame.filename][-3:]
+    except Exception as exc:  # noqa: BLE001 - each worker imports it again and reports what fails
+        record["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        if torch:
+            torch.cuda._lazy_init = lazy_init
+            record["cuda_initialised"] = bool(torch.cuda.is_initialized())
     record.update(seconds=round(time.perf_counter() - start, 2), modules=len(sys.modules), pid=os.getpid())
     write_json_atomically(report_path, record)
     return record
 
 
-def _preload_real() -> dict:
-    import torch
-    import triton  # noqa: F401
-
-    lazy_init = torch.cuda._lazy_init
-
-    def refuse() -> None:
-        raise _CudaTouched()
-
-    torch.cuda._lazy_init = refuse
-    record = {}
-    try:
-        for names in (KERNEL_MODULES, CONFIG_MODULES, ALIGN_MODULES):
-            _import_first(names)
-    except _CudaTouched:
-        frames = [f"{frame.filename}:{frame.lineno}" for frame in traceback.extract_tb(sys.exc_info()[2])]
-        record["stopped_at"] = [frame for frame in frames if "/sglang/" in frame][-3:] or frames[-3:]
-    except Exception as exc:  # noqa: BLE001 - each worker imports it again and reports what fails
-        record["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
-    finally:
-        torch.cuda._lazy_init = lazy_init
-    record["cuda_initialised"] = bool(torch.cuda.is_initialized())
-    return record
+def _refuse_cuda() -> None:
+    raise _CudaTouched()
 
 
 class Release:
@@ -869,15 +871,20 @@ def start_pools(job: dict) -> tuple:
                 filter(None, (os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH"))))}):
             probe = ctx.Process(target=fork_probe, args=(job,), daemon=True)
             probe.start()  # returns once the fork server has preloaded and forked
-        pools = _pools(ctx, job)
-        probe.join()
         record["preload"] = _read_json(report)
-        if probe.exitcode == 0:
-            return (*pools, record)
-        for pool in pools:
-            pool.close(abort=True)
-        record.update(method="spawn", fallback=f"a process forked from the fork server could not start a compile "
-                                               f"worker (exit code {probe.exitcode}); workers spawned instead")
+        if (record["preload"] or {}).get("cuda_initialised"):
+            probe.kill()
+            probe.join(timeout=5)
+            record.update(method="spawn", fallback="the fork server's imports initialised CUDA; workers spawned")
+        else:
+            pools = _pools(ctx, job)
+            probe.join()
+            if probe.exitcode == 0:
+                return (*pools, record)
+            for pool in pools:
+                pool.close(abort=True)
+            record.update(method="spawn", fallback=f"a process forked from the fork server could not start a "
+                                                   f"compile worker (exit code {probe.exitcode}); workers spawned")
     return (*_pools(multiprocessing.get_context("spawn"), job), record)
 
 

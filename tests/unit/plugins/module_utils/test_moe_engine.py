@@ -9,9 +9,14 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
+from ansible_collections.llmops.sglang.plugins.module_utils import moe_engine
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine import (
     CONFIG_KEYS, DEFAULT_TIMING, JobError, batch_size_groups, best_per_block_m, candidates, config_key, family,
     fingerprint, full_config, joint_pick, median, _MainSide, read_checkpoint, refine_set, sglang_file, stage_keys,
@@ -246,3 +251,69 @@ def test_a_named_down_kernel_the_release_never_reads_is_refused_before_any_compi
     main_side.job, main_side.release = job(), _ReleaseWithoutDownFile()
     with pytest.raises(JobError, match="^job[.]kernels: this SGLang release reads no separate down config file"):
         main_side.kernels(["up", "down"])
+
+
+# --------------------------------------------------------------------------------------------- fork server preload
+
+FAKE_TORCH_CUDA = '''
+_initialized = False
+
+
+def _lazy_init():
+    global _initialized
+    _initialized = True
+
+
+def is_initialized():
+    return _initialized
+
+
+def get_device_capability():
+    _lazy_init()  # as torch's: initialises CUDA
+    return (9, 0)
+'''
+KERNEL_MODULE = "sglang/kernels/ops/moe/fused_moe_triton_kernels.py"
+CONFIG_MODULE = "sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py"
+ALIGN_MODULE = "sglang/srt/layers/moe/moe_runner/triton_utils/moe_align_block_size.py"
+TOUCHES_CUDA = "import torch\nSM = torch.cuda.get_device_capability()\n"
+
+
+def _preload(tmp_path, touching: str | None) -> dict:
+    """preload_release in a fresh process over a fake torch and release; ``touching``: the file whose import asks
+    torch for the device capability (initialising CUDA), as 0.5.23's DeepGEMM configurer does without NVML."""
+    root = tmp_path / "site"
+    files = {"torch/__init__.py": "from . import cuda\n", "torch/cuda.py": FAKE_TORCH_CUDA, "triton/__init__.py": "",
+             "sglang/__init__.py": "", KERNEL_MODULE: "", CONFIG_MODULE: "", ALIGN_MODULE: ""}
+    if touching:
+        files[touching] = TOUCHES_CUDA
+    for name, text in files.items():
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for folder in {path.parent for path in root.rglob("*.py")}:
+        (folder / "__init__.py").touch()
+    engine = Path(moe_engine.__file__)
+    code = ("import importlib.util, json, sys\n"
+            f"spec = importlib.util.spec_from_file_location('engine_copy', {str(engine)!r})\n"
+            "engine = importlib.util.module_from_spec(spec); spec.loader.exec_module(engine)\n"
+            f"engine.preload_release({str(tmp_path / 'preload.json')!r})\n"
+            "print(json.dumps(sorted(m for m in sys.modules if m.startswith('sglang'))))\n")
+    proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(root)},
+                          capture_output=True, text=True, check=True)
+    return {**json.loads((tmp_path / "preload.json").read_text()), "imported": json.loads(proc.stdout)}
+
+
+def test_preload_imports_the_release_without_initialising_cuda(tmp_path):
+    report = _preload(tmp_path, None)
+    assert report["stopped_at"] is None and report["error"] is None and report["cuda_initialised"] is False
+    assert {KERNEL_MODULE, CONFIG_MODULE, ALIGN_MODULE} <= {name.replace(".", "/") + ".py" for name in report["imported"]}
+
+
+@pytest.mark.parametrize("touching", ["sglang/__init__.py", KERNEL_MODULE])
+def test_preload_stops_an_import_that_would_initialise_cuda(tmp_path, touching):
+    """Also in SGLang's package init, which runs at the first import of anything under sglang (before the guard
+    covered it, the emulator check imported it unguarded and the server's forks could not use CUDA)."""
+    report = _preload(tmp_path, touching)
+    assert report["cuda_initialised"] is False
+    assert report["stopped_at"] and report["stopped_at"][-1].startswith(str(tmp_path / "site" / touching) + ":")
+    assert KERNEL_MODULE.replace("/", ".")[:-3] not in report["imported"]  # the workers import it themselves
