@@ -120,6 +120,11 @@ reason:
   description: How the restore ended, in words (V(restored)).
   returned: state=restored
   type: str
+summary:
+  description: One line of what the restore did, also when it failed (V(restored)).
+  returned: state=restored
+  type: str
+  sample: back on revision 000007, restarted and ready in 41.2 s
 """
 
 import os
@@ -156,27 +161,38 @@ def main() -> None:
     store = os.path.join(params["store_dir"], params["name"])
     unit = f"{params['name']}.service"
     unit_path = os.path.join(params["unit_dir"], unit)
-    try:
-        if params["state"] == "recorded":
-            if module.check_mode:
-                module.exit_json(changed=True, revision=None, files=[], pruned=[])
-            paths = [unit_path, os.path.join(params["env_dir"], f"{params['name']}.env"), *params["paths"]]
-            manifest = record(store, paths, label=params["label"], keep=params["keep"])
-            files = [{"path": entry["path"], "present": entry["present"]} for entry in manifest["files"]]
-            module.exit_json(changed=True, revision=manifest["id"], files=files, pruned=manifest["pruned"])
-        read_manifest(store, params["revision"])
+    if params["state"] == "recorded":
         if module.check_mode:
-            module.exit_json(changed=True, revision=params["revision"])
-        outcome = put_back(CommandRunner(module, environ=SYSTEMD_ENVIRON), store, params["revision"], unit=unit,
+            module.exit_json(changed=True, revision=None, files=[], pruned=[])
+        paths = [unit_path, os.path.join(params["env_dir"], f"{params['name']}.env"), *params["paths"]]
+        try:
+            manifest = record(store, paths, label=params["label"], keep=params["keep"])
+        except (RevisionError, OSError) as exc:
+            module.fail_json(msg=f"no revision was recorded: {exc}")
+        files = [{"path": entry["path"], "present": entry["present"]} for entry in manifest["files"]]
+        module.exit_json(changed=True, revision=manifest["id"], files=files, pruned=manifest["pruned"])
+    revision = params["revision"]
+    try:
+        read_manifest(store, revision)
+        if module.check_mode:
+            module.exit_json(changed=True, revision=revision, summary=f"would go back to revision {revision}")
+        outcome = put_back(CommandRunner(module, environ=SYSTEMD_ENVIRON), store, revision, unit=unit,
                            unit_path=unit_path, ready_timeout=params["ready_timeout"])
     except (RevisionError, OSError) as exc:
-        module.fail_json(msg=str(exc))
+        module.fail_json(msg=str(exc), revision=revision, summary=f"NOT back on revision {revision}: {exc}")
     changed = bool(outcome["changed_paths"]) or outcome["restarted"]
     if outcome["ready"] is False:
-        module.fail_json(msg=f"revision {outcome['revision']} was put back but its server did not become ready: "
-                             f"{outcome['reason']}", changed=changed, **outcome)
-    module.exit_json(changed=changed, **outcome)
+        msg = f"revision {revision} was put back but its server did not become ready: {outcome['reason']}"
+        module.fail_json(msg=msg, changed=changed, summary=f"NOT serving on revision {revision}: {outcome['reason']}",
+                         **outcome)
+    module.exit_json(changed=changed, summary=summary(outcome), **outcome)
 
+
+def summary(outcome: dict) -> str:
+    """One line of what the restore did, for the rollout's failure message and summary."""
+    if outcome["restarted"]:
+        return f"back on revision {outcome['revision']}, restarted and ready in {outcome['ready_seconds']} s"
+    return f"back on revision {outcome['revision']}: {outcome['reason']}"
 
 if __name__ == "__main__":
     main()
