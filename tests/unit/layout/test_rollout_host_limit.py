@@ -42,15 +42,20 @@ def _evaluate(tmp_path: Path, extravars: dict) -> dict:
     """The three waits' timeouts rollout.yml gives a failing host: the deploy's (the server module's start and its
     rollback's restart wait as long), and the undo's."""
     play_vars, tasks = _rollout_play()
+    start = _task(tasks, "Give each of a failing host's three waits")
     deploy = _task(tasks, "Deploy the adopted server")
     undo = _task(tasks, "Put every host this rollout updated back")
     out = tmp_path / "decided.json"
     playbook = [{
         "hosts": "localhost", "gather_facts": False,
-        "vars": {name: play_vars[name] for name in ("rollout_host_limit_s", "rollout_ready_timeout")},
-        "tasks": [{"name": "decide", "ansible.builtin.copy": {"dest": str(out), "mode": "0600", "content": json.dumps({
-            "deploy": deploy["vars"]["sglang_server_ready_timeout"], "undo": undo["llmops.sglang.revision"]["ready_timeout"],
-            "limit": "{{ rollout_host_limit_s }}"})}}],
+        "vars": {"rollout_host_limit_s": play_vars["rollout_host_limit_s"]},
+        "tasks": [
+            {"name": "start", "ansible.builtin.set_fact": start["ansible.builtin.set_fact"]},
+            # the undo is delegated to each updated host in a loop: here the host itself is the item
+            {"name": "decide", "vars": {"item": "localhost"}, "ansible.builtin.copy": {
+                "dest": str(out), "mode": "0600", "content": json.dumps({
+                    "deploy": deploy["vars"]["sglang_server_ready_timeout"],
+                    "undo": undo["llmops.sglang.revision"]["ready_timeout"], "limit": "{{ rollout_host_limit_s }}"})}}],
     }]
     path = tmp_path / "rollout-decides.yml"
     path.write_text(yaml.safe_dump(playbook, sort_keys=False))
