@@ -9,7 +9,6 @@ spends its minutes on the rollout, not on a tuning run. Everything this module p
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -77,7 +76,6 @@ def rollout(runner, inventory, run_dir, fleet, hosts):
     result = runner.run(ROLLOUT, {"run_id": RUN_ID, "tuning_run_root": str(run_dir.parent), "rollout_max_share": 0.34,
                                   "rollout_canary": 1, "rollout_soak_s": 2, "rollout_analysis": ANALYSIS},
                         inventory=inventory)
-    Path("/tmp/wtc-rollout-stdout.txt").write_text(result.stdout)  # DEBUG
     summary = json.loads((run_dir / "rollout" / "summary.json").read_text())
     return {"result": result, "summary": summary, "before": before}
 
