@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 
 .PHONY: setup test ee lint unit unit-py313 integration demo demo-slo sandbox-up sandbox-down bench-client bench-tuning-scale \
-        bench-goodput-search
+        bench-goodput-search stage-files
 
 setup:
 	@bash scripts/setup.sh
@@ -28,6 +28,9 @@ ee: setup  ## the execution environment's build context in ./context, with the c
 
 lint: setup
 	@bash scripts/lint.sh
+
+stage-files: setup  ## the files that name the stages (tune.yml, role defaults and argument_specs, AWX, docs' lists) written from plugins/module_utils/stages.py
+	@$(PY) scripts/stage_files.py
 
 demo: setup  ## ARGS: options of `llmops-sglang tune`, e.g. make demo ARGS="-e tuning_run_sequential=null"
 	@bash scripts/demo.sh $(ARGS)

@@ -117,7 +117,7 @@ def run_engine(args, name: str, shape: dict, sizes: list[int]) -> dict:
     job = {"shape": shape, "kernels": ["up", "down"], "batch_sizes": sizes, "configs": search_space(smem_limit()),
            "gpus": list(range(args.gpus)), "compile_workers": args.workers, "work_dir": work,
            "output": os.path.join(work, "result.json"),
-           "model_path": MODEL_DIR, "deadline_s": args.deadline}
+           "model_path": MODEL_DIR, "deadline_s": args.deadline, "start_method": args.start_method}
     os.makedirs(work, exist_ok=True)
     job_path = os.path.join(work, "job.json")
     moe_engine.write_json_atomically(job_path, job)
@@ -152,7 +152,8 @@ def precompile(args, name: str, shape: dict, sizes: list[int], space: dict[str, 
     then loads every binary and compiles nothing in its timing process. Status per ``kernel/key``."""
     job = moe_engine.validate_job({"shape": shape, "batch_sizes": sizes, "configs": list(space.values()),
                                    "output": "-", "work_dir": os.path.join(args.work, name), "model_path": MODEL_DIR})
-    pool = moe_engine.Pool(moe_engine.compile_worker, job, [0], args.workers)
+    import multiprocessing
+    pool = moe_engine.Pool(multiprocessing.get_context("spawn"), moe_engine.compile_worker, job, [0], args.workers)
     status, pending = {}, 0
     try:
         for kernel in ("up", "down"):
@@ -502,6 +503,8 @@ def main() -> int:
     parser.add_argument("--gpus", type=int, default=1, help="GPUs of this host the engine times on (0 .. N-1)")
     parser.add_argument("--workers", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--deadline", type=float, default=900)
+    parser.add_argument("--start-method", choices=moe_engine.START_METHODS, default="forkserver",
+                        help="how the engine's workers start (its job's start_method)")
     parser.add_argument("--final-reps", type=int, default=20)
     parser.add_argument("--sample", type=int, default=32)
     parser.add_argument("--sglang-ms", type=lambda v: [int(x) for x in v.split(",")], default=list(DEFAULT_BATCH_SIZES))

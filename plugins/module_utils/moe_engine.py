@@ -31,7 +31,9 @@ written atomically only when every (kernel, M) is tuned. Exit codes: 0 done, 2 b
 from __future__ import annotations
 
 import collections
+import contextlib
 import hashlib
+import importlib
 import inspect
 import json
 import math
@@ -73,6 +75,17 @@ CONFIG_MODULES = ("sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_trito
                   "sglang.srt.layers.moe.fused_moe_triton.fused_moe")
 ALIGN_MODULES = ("sglang.srt.layers.moe.moe_runner.triton_utils.moe_align_block_size",
                  "sglang.srt.layers.moe.fused_moe_triton.fused_moe")
+# How the worker processes start. ``forkserver``: one process imports torch, Triton and the release once
+# (``preload_release``) and every worker is forked from it; ``spawn``: every worker imports them itself, all at once
+# on the same cores (the fallback where a fork cannot use CUDA).
+START_METHODS = ("forkserver", "spawn")
+# The emulator's kernels, where the host runs the SGLang emulator (CI, the demo: tests/emulator/README.md).
+EMULATED_BENCH = "sglang._emulator.moe_engine_bench"
+# This program's module name where it runs as installed (``moe_engine.py``, its folder first on sys.path): the fork
+# server imports it by that name (multiprocessing's ``"__main__"`` preload does not reach the server before Python
+# 3.12), and with PRELOAD_ENV set that import preloads the release, writing what it imported to the file named there.
+PROGRAM = "moe_engine"
+PRELOAD_ENV = "LLMOPS_MOE_ENGINE_PRELOAD"
 
 
 class JobError(ValueError):
@@ -288,8 +301,12 @@ def validate_job(job: dict) -> dict:
     if not job["configs"]:
         raise JobError("job.configs: the search space is empty")
     timing = {**DEFAULT_TIMING, **job.get("timing", {})}
-    return {**job, "kernels": kernels, "batch_sizes": sorted(set(sizes)), "timing": timing,
-            "gpus": job.get("gpus") or [0], "compile_workers": max(1, int(job.get("compile_workers") or 1)),
+    start_method = job.get("start_method", "forkserver")
+    if start_method not in START_METHODS:
+        raise JobError(f"job.start_method: one of {', '.join(START_METHODS)}, got {start_method!r}")
+    return {**job, "kernels": kernels, "start_method": start_method, "batch_sizes": sorted(set(sizes)),
+            "timing": timing, "gpus": job.get("gpus") or [0],
+            "compile_workers": max(1, int(job.get("compile_workers") or 1)),
             "deadline_s": float(job.get("deadline_s") or 24 * 3600)}
 
 
@@ -305,7 +322,6 @@ def emit(event: str, **fields) -> None:
 
 
 def _import_first(names):
-    import importlib
     errors = []
     for name in names:
         try:
@@ -313,6 +329,53 @@ def _import_first(names):
         except ImportError as exc:
             errors.append(f"{name}: {exc}")
     raise ImportError("; ".join(errors))
+
+
+class _CudaTouched(BaseException):
+    """Raised in the fork server where an import would initialise CUDA (a BaseException: a release's ``except
+    Exception`` around a device query must not swallow it and keep a fallback value in the preloaded module)."""
+
+
+def preload_release(report_path: str) -> dict:
+    """In the fork server, before its first fork: import what every worker imports (torch, Triton, the release's
+    kernel, config and align modules, or the emulator's), so each worker forked from it starts with them imported.
+    A forked process cannot use a CUDA its parent initialised, so CUDA must stay uninitialised here: an import that
+    would initialise it is stopped there (what it needed is imported by each worker itself). What happened goes to
+    ``report_path`` (JSON) for the engine, which falls back to spawned workers if the server's forks cannot start."""
+    start = time.perf_counter()
+    record = {"stopped_at": None, "error": None}
+    try:
+        importlib.import_module(EMULATED_BENCH)
+    except ImportError:
+        record.update(_preload_real())
+    record.update(seconds=round(time.perf_counter() - start, 2), modules=len(sys.modules), pid=os.getpid())
+    write_json_atomically(report_path, record)
+    return record
+
+
+def _preload_real() -> dict:
+    import torch
+    import triton  # noqa: F401
+
+    lazy_init = torch.cuda._lazy_init
+
+    def refuse() -> None:
+        raise _CudaTouched()
+
+    torch.cuda._lazy_init = refuse
+    record = {}
+    try:
+        for names in (KERNEL_MODULES, CONFIG_MODULES, ALIGN_MODULES):
+            _import_first(names)
+    except _CudaTouched:
+        frames = [f"{frame.filename}:{frame.lineno}" for frame in traceback.extract_tb(sys.exc_info()[2])]
+        record["stopped_at"] = [frame for frame in frames if "/sglang/" in frame][-3:] or frames[-3:]
+    except Exception as exc:  # noqa: BLE001 - each worker imports it again and reports what fails
+        record["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
+    finally:
+        torch.cuda._lazy_init = lazy_init
+    record["cuda_initialised"] = bool(torch.cuda.is_initialized())
+    return record
 
 
 class Release:
@@ -642,10 +705,10 @@ def backend(job: dict, warmup_only: bool = False):
     """The real kernels, or the emulator's where the host runs the SGLang emulator (it says so: sglang._emulator,
     CI and the demo, where no GPU exists; tests/emulator/README.md)."""
     try:
-        from sglang._emulator.moe_engine_bench import EmulatedBench
+        emulated = importlib.import_module(EMULATED_BENCH)
     except ImportError:
         return TritonBench(job, warmup_only)
-    return EmulatedBench(job, warmup_only)
+    return emulated.EmulatedBench(job, warmup_only)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -661,13 +724,14 @@ def _worker_environment(job: dict, gpu) -> None:
 def compile_worker(job: dict, gpu, tasks, results, wid: int) -> None:
     """Compile loop of one CPU worker (niced: the timing processes keep their cores)."""
     _worker_environment(job, gpu)
+    preloaded = any(name in sys.modules for name in (*KERNEL_MODULES, EMULATED_BENCH))  # forked from the fork server
     try:
         os.nice(10)
         bench = backend(job, warmup_only=True)
     except Exception as exc:  # noqa: BLE001 - reported, the engine stops
         results.send(("fatal", wid, f"compile worker could not start: {exc!r}\n{traceback.format_exc()[-1500:]}"))
         return
-    results.send(("ready", wid, None))
+    results.send(("ready", wid, {"preloaded": preloaded}))
     while True:
         task = tasks.get()
         if task is None:
@@ -723,14 +787,12 @@ def _run_timing(bench, kind: str, payload: dict) -> dict:
 
 
 class Pool:
-    """Worker processes (spawn) fed from one task queue, each answering through its own pipe. A worker's pipe
-    reaching its end means the worker is gone: it is replaced, and the task it had said it started is reported
-    lost (its "start" went through the pipe before the work began, so a crash cannot hide it)."""
+    """Worker processes (forked from the fork server, or spawned) fed from one task queue, each answering through
+    its own pipe. A worker's pipe reaching its end means the worker is gone: it is replaced, and the task it had said
+    it started is reported lost (its "start" went through the pipe before the work began, so a crash cannot hide it)."""
 
-    def __init__(self, target, job: dict, gpus: list, count: int) -> None:
-        import multiprocessing
-
-        self.ctx = multiprocessing.get_context("spawn")
+    def __init__(self, ctx, target, job: dict, gpus: list, count: int) -> None:
+        self.ctx = ctx
         self.target, self.job, self.gpus = target, job, gpus
         self.tasks = self.ctx.Queue()
         self.workers, self.current, self.closing = {}, {}, False
@@ -790,6 +852,103 @@ class Pool:
         self.tasks.cancel_join_thread()
 
 
+def start_pools(job: dict) -> tuple:
+    """The timing pool (a worker per GPU) and the compile pool, started the job's way (``start_method``), and how
+    they started. Forked from a fork server that imported the release once (``preload_release``) unless a process
+    forked from it cannot start a compile worker (the release's import initialised CUDA there, say): then spawned,
+    and the record says why."""
+    import multiprocessing
+
+    record = {"method": job["start_method"]}
+    if job["start_method"] == "forkserver":
+        ctx = multiprocessing.get_context("forkserver")
+        report = os.path.join(job["work_dir"], "forkserver-preload.json")
+        if __name__ == "__main__":  # this program, alone in its folder: the server imports it by name to preload
+            ctx.set_forkserver_preload([PROGRAM])
+        with _environment({PRELOAD_ENV: report, "PYTHONPATH": os.pathsep.join(
+                filter(None, (os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH"))))}):
+            probe = ctx.Process(target=fork_probe, args=(job,), daemon=True)
+            probe.start()  # returns once the fork server has preloaded and forked
+        pools = _pools(ctx, job)
+        probe.join()
+        record["preload"] = _read_json(report)
+        if probe.exitcode == 0:
+            return (*pools, record)
+        for pool in pools:
+            pool.close(abort=True)
+        record.update(method="spawn", fallback=f"a process forked from the fork server could not start a compile "
+                                               f"worker (exit code {probe.exitcode}); workers spawned instead")
+    return (*_pools(multiprocessing.get_context("spawn"), job), record)
+
+
+@contextlib.contextmanager
+def _environment(values: dict):
+    """``values`` in os.environ while the block runs: the fork server, started in it, keeps them (Python 3.11's
+    forkserver ignores the sys.path it is given, hence PYTHONPATH); processes spawned later do not see them."""
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
+def _pools(ctx, job: dict) -> tuple:
+    return (Pool(ctx, timing_worker, job, job["gpus"], len(job["gpus"])),
+            Pool(ctx, compile_worker, job, job["gpus"][:1], job["compile_workers"]))
+
+
+def fork_probe(job: dict) -> None:
+    """Starts what a compile worker starts, in a process forked from the fork server: exit code 0 if it can."""
+    _worker_environment(job, job["gpus"][0])
+    try:
+        backend(job, warmup_only=True)
+    except Exception as exc:  # noqa: BLE001 - the exit code is the answer; the reason goes to the engine's log
+        sys.stderr.write(f"fork probe: {type(exc).__name__}: {str(exc)[:300]}\n")
+        sys.stderr.flush()
+        os._exit(1)
+
+
+def _read_json(path: str) -> dict | None:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
+
+
+class _Thread:
+    """``target(*args)`` in a thread; ``result()`` waits for it and returns its value or raises its exception."""
+
+    def __init__(self, target, *args) -> None:
+        import threading
+
+        self.value, self.error = None, None
+        self.thread = threading.Thread(target=self._run, args=(target, args), daemon=True)
+        self.thread.start()
+
+    def _run(self, target, args) -> None:
+        try:
+            self.value = target(*args)
+        except BaseException as exc:  # noqa: BLE001 - handed to result()
+            self.error = exc
+
+    def result(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.value
+
+    def settled(self):
+        """Its value once it ends, None if it failed (for clean-up after another failure)."""
+        self.thread.join()
+        return self.value
+
+
 def receive(pools: list, timeout: float) -> list:
     """(pool, message) for every message of any worker of ``pools`` within ``timeout`` seconds (none: [])."""
     from multiprocessing.connection import wait
@@ -830,13 +989,15 @@ class Engine:
 
     def run(self) -> dict:
         os.makedirs(self.job["work_dir"], exist_ok=True)
-        # Every process starts at once (each imports torch and the release: seconds) while this one asks the
-        # release for its defaults and file names.
-        self.timers = Pool(timing_worker, self.job, self.job["gpus"], len(self.job["gpus"]))
-        self.compilers = Pool(compile_worker, self.job, self.job["gpus"][:1], self.job["compile_workers"])
+        # The workers start (a fork server imports torch and the release once: seconds) while this process asks
+        # the release for its defaults and file names.
+        starter = _Thread(start_pools, self.job)
         try:
             main_bench = _MainSide(self.job)
             self._mark("main_side")
+            self.timers, self.compilers, start = starter.result()
+            self.stats["start"] = {**start, "compile_workers_started": 0, "preloaded_compile_workers": 0}
+            self._mark("workers_started")
             self.job = {**self.job, "kernels": main_bench.kernels(self.job["kernels"])}
             defaults = {k: main_bench.defaults(k) for k in self.job["kernels"]}
             self.candidates = {k: candidates(self.job["configs"], defaults[k]) for k in self.job["kernels"]}
@@ -852,8 +1013,8 @@ class Engine:
             result = self._result(main_bench)
         except BaseException:
             self._save_checkpoint()  # compile results and finished batch sizes survive a deadline or a failure
-            self.compilers.close(abort=True)
-            self.timers.close(abort=True)
+            for pool in (starter.settled() or ())[:2]:
+                pool.close(abort=True)
             raise
         self.compilers.close()
         self.timers.close()
@@ -880,8 +1041,11 @@ class Engine:
             self.device = facts
             emit("ready", device=facts["name"], gpus=len(self.job["gpus"]))
             self._mark("timers_ready")
-        elif pool is self.compilers and self.ready[id(pool)] == self.job["compile_workers"]:
-            self._mark("compilers_ready")
+        elif pool is self.compilers:
+            self.stats["start"]["compile_workers_started"] += 1
+            self.stats["start"]["preloaded_compile_workers"] += bool(facts and facts.get("preloaded"))
+            if self.ready[id(pool)] == self.job["compile_workers"]:
+                self._mark("compilers_ready")
 
     def _check_deadline(self) -> None:
         if time.time() > self.deadline:
@@ -1196,6 +1360,9 @@ def main(argv: list[str]) -> int:
     emit("done", output=job["output"], wall_s=result["wall_s"], gpu_minutes=result["gpu_minutes"])
     return 0
 
+
+if __name__ == PROGRAM and os.environ.get(PRELOAD_ENV):  # the fork server's import of this program (start_pools)
+    preload_release(os.environ[PRELOAD_ENV])
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv))

@@ -7,12 +7,12 @@ Note that this module util is private to the llmops.sglang collection; do not us
 Everything else takes the stages from here: the run-input checks (run_inputs), the report (plugin_utils/run_report),
 the tuning_run role (through the filters llmops.sglang.stage and llmops.sglang.stage_names), the Python API and CLI
 (src/llmops_sglang, which imports this file from the collection it finds). What cannot import Python - the
-import_playbook list of playbooks/tune.yml, the tuning_run role's argument_specs and defaults, rollout.yml, the AWX
-job templates, workflow and surveys, the docs - is checked against this list by tests/unit/layout/test_stage_registry.py,
-which names the file and the difference.
+import_playbook list of playbooks/tune.yml, the tuning_run role's argument_specs and defaults, the AWX job templates,
+workflow and surveys, the docs' stage lists - is written from this list by scripts/stage_files.py (make stage-files),
+and tests/unit/layout/test_stage_registry.py fails naming each file that is stale or says something else.
 
-A new stage is a playbook ``playbooks/<name>.yml`` plus one entry here (and its docs); the test then lists every
-static file that has to name it. docs/design.md, "Adding a stage".
+A new stage is a playbook ``playbooks/<name>.yml``, its logic in Python (module_utils, plugin_utils or an action) and
+one entry here; then make stage-files. docs/design.md, "(c) A new stage".
 """
 from __future__ import annotations
 
@@ -120,5 +120,6 @@ PROPERTIES = tuple(field.name for field in fields(Stage) if field.type == "bool"
 # The lists the consumers use, by what they mean.
 ROUTINE = names(routine=True)       # tune.yml's order; -e stages; the API's and CLI's stage names
 DEFAULT = names(routine=True, selected_by_default=True)  # the stages of a run without -e stages
+OPT_IN = names(routine=True, selected_by_default=False)  # run when selected, or when their inputs are set
 RECORDED = names(records=True)      # stages with <stage>/<host>/stage.json: the report's stages, GPU-minutes
 FORCEABLE = names(forceable=True)   # -e force

@@ -234,12 +234,42 @@ def test_staged_compiles_the_main_class_for_all_and_the_others_for_the_leaders(d
         picked = sum(model.gemm_time_us(problem, m, k, result["files"][k]["configs"][str(m)]) for k in KERNELS)
         assert picked <= (best["up_us"] + best["down_us"]) * 1.02, m
     timeline = result["stats"]["timeline"]
-    assert set(timeline) == {"main_side", "timers_ready", "compilers_ready", "first_compile", "screened", "refined",
-                             "checked"}
+    assert set(timeline) == {"main_side", "workers_started", "timers_ready", "compilers_ready", "first_compile",
+                             "screened", "refined", "checked"}
     assert timeline["first_compile"] <= timeline["screened"] <= timeline["refined"] <= timeline["checked"]
     # M=16 and 64 are settled once both kernels' main classes are: refined while the leaders of M=1 and 512 compile.
     assert result["stats"]["timed_while_compiling"] > 0
     assert [e for e in dense["events"] if e["event"] == "compile" and e.get("pending") == 0]
+
+
+def test_workers_are_forked_from_a_server_that_imported_the_release_once(tuned: dict[str, Any]) -> None:
+    start = tuned["result"]["stats"]["start"]
+    assert start["method"] == "forkserver" and "fallback" not in start
+    preload = start["preload"]
+    assert preload["error"] is None and preload["stopped_at"] is None and preload["modules"] > 0
+    # Every compile worker that started (those replacing crashed workers too) had the release imported already.
+    assert start["preloaded_compile_workers"] == start["compile_workers_started"] >= 1
+
+
+def test_a_release_whose_import_initialises_cuda_gets_spawned_workers(tmp_path: Path) -> None:
+    profile = write_profile(tmp_path / "profile.yaml", engine_import_initialises_cuda=True)
+    rc, events, stderr = run_engine(tmp_path, profile, make_job(tmp_path, space()[:12], batch_sizes=[1, 64]))
+    assert rc == 0, (events[-3:], stderr[-3000:])
+    start = json.loads((tmp_path / "result.json").read_text())["stats"]["start"]
+    assert start["method"] == "spawn" and "could not start a compile worker" in start["fallback"]
+    assert start["preloaded_compile_workers"] == 0 and start["compile_workers_started"] >= 1
+    assert start["preload"]["error"] is None  # the server's import worked; its forks could not use CUDA
+    assert "Cannot re-initialize CUDA in forked subprocess" in stderr  # the probe's reason, in the engine's log
+
+
+def test_spawn_is_kept_where_the_job_asks_for_it(tmp_path: Path) -> None:
+    profile = write_profile(tmp_path / "profile.yaml")
+    rc, events, stderr = run_engine(tmp_path, profile, make_job(tmp_path, space()[:12], batch_sizes=[1, 64],
+                                                                start_method="spawn"))
+    assert rc == 0, (events[-3:], stderr[-3000:])
+    start = json.loads((tmp_path / "result.json").read_text())["stats"]["start"]
+    assert start["method"] == "spawn" and "preload" not in start and "fallback" not in start
+    assert start["preloaded_compile_workers"] == 0 and start["compile_workers_started"] >= 1
 
 
 def test_rerun_resumes_without_compiling(tuned: dict[str, Any]) -> None:

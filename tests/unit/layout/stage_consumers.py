@@ -4,8 +4,10 @@
 against it: ``disagreements(root, stages)`` lists, per file, what differs from what the registry says.
 
 The static consumers are YAML that Ansible reads before any filter runs (tune.yml's import_playbook list, role
-argument_specs and defaults), AWX data applied as it is, and the docs. tune.yml is compared with ``tune_playbook``,
-the text the registry gives it, so a disagreement message is the fix.
+argument_specs and defaults), AWX data applied as it is, and the docs. scripts/stage_files.py writes them from the
+registry; this check reads what they mean (the workflow's success path and approvals, the surveys' force question),
+so it also holds the generator to the registry. tune.yml and the docs' stage lists are compared with what the
+generator renders, so a disagreement message is the fix.
 """
 from __future__ import annotations
 
@@ -16,45 +18,7 @@ from pathlib import Path
 
 import yaml
 
-TUNE_HEADER = ("---\n# The whole routine: ansible-playbook tune.yml -i <inventory>  (or llmops.sglang.tune, or "
-               "playbooks/tune.yml) [-e run_id=<id>] [-e stages=a,b]\n"
-               "# One import per routine stage of the stage registry (plugins/module_utils/stages.py), in its order; "
-               "import_playbook\n# cannot loop, so tests/unit/layout/test_stage_registry.py checks this text against "
-               "the registry.\n")
-# Docs that list stages: (file, pattern whose first group is the list, which stages it lists).
-DOC_LISTS: tuple[tuple[str, str, str], ...] = (
-    ("README.md", r"one playbook per stage \(([^)]*)\), `playbooks/tune.yml` chains them", "routine"),
-    ("docs/api-cli.md", r"`tune`, a stage \(([^)]*)\), or any playbook", "routine"),
-    ("roles/tuning_run/README.md", r"select stages with the playbooks' tags \(([^)]*)\)", "all"),
-    ("roles/tuning_run/README.md", r"a stage is one of ([^)]*)\)", "records"),
-    ("extensions/awx/README.md", r"\| `workflow.yml` \| ([^|]*), with failure paths \|", "workflow"),
-    ("extensions/awx/workflow.yml", r"description: (.*)", "workflow"),
-    ("docs/design.md", r"in run order: ([^.]*)\.", "all"),
-)
-
-
-def tune_playbook(stages: t.Sequence[t.Any]) -> str:
-    """playbooks/tune.yml as the registry gives it: one import_playbook per routine stage, in run order."""
-    imports = [f"- name: {s.title}\n  ansible.builtin.import_playbook: {Path(s.playbook).name}\n"
-               for s in stages if s.routine]
-    return TUNE_HEADER + "\n".join(imports)
-
-
-def workflow_text(stages: t.Sequence[t.Any]) -> str:
-    """The workflow's stages in order with an approval before every stage that stops the servers."""
-    return " -> ".join(("approval -> " if s.stops_servers else "") + s.name for s in stages)
-
-
-def _doc_list(text: str, kind: str) -> list[str]:
-    if kind == "workflow":
-        return [part.split()[0] for part in text.split("->")]
-    return re.findall(r"`([a-z_]+)`", text)
-
-
-def _expected_doc_list(stages: t.Sequence[t.Any], kind: str) -> list[str]:
-    if kind == "workflow":
-        return [name.strip() for name in workflow_text(stages).split("->")]
-    return [s.name for s in stages if kind == "all" or getattr(s, kind)]
+from scripts.stage_files import DOC_LISTS, doc_list, expected_doc_list, tune_playbook
 
 
 def _success_path(nodes: list[dict]) -> list[str]:
@@ -83,7 +47,7 @@ def disagreements(root: Path, stages: t.Sequence[t.Any]) -> list[str]:
     problems: list[str] = []
     names = [s.name for s in stages]
     routine = [s.name for s in stages if s.routine]
-    default = [s.name for s in stages if s.routine and getattr(s, "selected_by_default", True)]
+    default = [s.name for s in stages if s.routine and s.selected_by_default]
     recorded = [s.name for s in stages if s.records]
 
     tune = (root / "playbooks" / "tune.yml").read_text()
@@ -147,7 +111,7 @@ def disagreements(root: Path, stages: t.Sequence[t.Any]) -> list[str]:
 
     for name, pattern, kind in DOC_LISTS:
         match = re.search(pattern, (root / name).read_text())
-        want = _expected_doc_list(stages, kind)
-        if match is None or _doc_list(match.group(1), kind) != want:
+        want = expected_doc_list(stages, kind)
+        if match is None or doc_list(match.group(1), kind) != want:
             problems.append(f"{name}: must list the stages as {want} (where it matches {pattern!r})")
     return problems

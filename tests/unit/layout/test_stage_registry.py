@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 import yaml
+from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter.stage import stage as stage_filter
 from ansible_collections.llmops.sglang.plugins.filter.stage_names import DOCUMENTATION as STAGE_NAMES_DOC
+from ansible_collections.llmops.sglang.plugins.filter.stage_names import stage_names
 from ansible_collections.llmops.sglang.plugins.filter.stage import RETURN as STAGE_RETURN
 from ansible_collections.llmops.sglang.plugins.module_utils import stages
-from tests.unit.layout.stage_consumers import disagreements, tune_playbook, workflow_text
+from tests.unit.layout.stage_consumers import disagreements
 
 REPO = Path(__file__).resolve().parents[3]
 # A stage that tunes something between the flags and the MoE stage, declared as a new stage would be.
@@ -47,6 +49,7 @@ def test_the_derived_lists_are_the_pipelines():
     assert stages.ROUTINE == ("preflight", "baseline", "flags", "search", "moe_tune", "verify", "report")
     # the search runs only when selected: a run's default stages are the routine without it
     assert stages.DEFAULT == ("preflight", "baseline", "flags", "moe_tune", "verify", "report")
+    assert stages.OPT_IN == ("search",)
     assert stages.RECORDED == stages.FORCEABLE == ("preflight", "baseline", "flags", "search", "moe_tune", "verify")
     assert stages.names(stops_servers=True) == ("moe_tune",)
     # the stages whose adopted.json a stage starts from, most recent first (roles/tuning_run/tasks/stage.yml)
@@ -61,7 +64,17 @@ def test_the_derived_lists_are_the_pipelines():
 def test_the_filters_document_what_they_return():
     documented = yaml.safe_load(STAGE_RETURN)["_value"]["contains"]
     assert set(documented) == set(stage_filter("flags"))
-    assert yaml.safe_load(STAGE_NAMES_DOC)["options"]["_input"]["choices"] == list(stages.PROPERTIES)
+    options = yaml.safe_load(STAGE_NAMES_DOC)["options"]
+    assert options["_input"]["choices"] == options["without"]["choices"] == list(stages.PROPERTIES)
+
+
+def test_stage_names_gives_the_stages_with_a_property_and_without_another():
+    assert stage_names("forceable") == list(stages.FORCEABLE)
+    # the role's opt-in stages (roles/tuning_run/tasks/main.yml)
+    assert stage_names("routine", without="selected_by_default") == list(stages.OPT_IN)
+    assert stage_names("routine", without="routine") == []
+    with pytest.raises(AnsibleFilterError, match="'warm' is not a stage property; properties are routine, records"):
+        stage_names("routine", without="warm")
 
 
 def _copy_collection(destination: Path) -> Path:
@@ -82,7 +95,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils import stages, run_i
 from ansible_collections.llmops.sglang.plugins.plugin_utils import run_report
 from ansible_collections.llmops.sglang.plugins.filter.stage import stage
 from llmops_sglang import api, collection
-from tests.unit.layout.stage_consumers import disagreements, tune_playbook, workflow_text
+from tests.unit.layout.stage_consumers import disagreements
+from scripts.stage_files import tune_playbook, workflow_text
 found = collection.find_collection()
 print(json.dumps({
     "collection": str(found.path), "api": list(collection.stages()), "playbook": api.playbook_for("canary", found),

@@ -195,6 +195,7 @@ def test_validate_job_fills_in_defaults():
     assert valid["gpus"] == [0] and valid["compile_workers"] == 1 and valid["deadline_s"] == 24 * 3600
     assert valid["timing"]["launches"] == 8 and validate_job(job(timing={"launches": 4}))["timing"]["launches"] == 4
     assert valid["kernels"] == ["up", "down"]
+    assert valid["start_method"] == "forkserver"
 
 
 @pytest.mark.parametrize(("changes", "field"), [
@@ -209,6 +210,7 @@ def test_validate_job_fills_in_defaults():
     ({"batch_sizes": [1, 0]}, "job.batch_sizes"),
     ({"batch_sizes": [1, "64"]}, "job.batch_sizes"),
     ({"configs": []}, "job.configs"),
+    ({"start_method": "fork"}, "job.start_method"),
 ])
 def test_validate_job_errors_name_the_field(changes, field):
     with pytest.raises(JobError, match=f"^{field.replace('.', '[.]')}: "):

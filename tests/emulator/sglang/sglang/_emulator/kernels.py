@@ -38,6 +38,10 @@ Profile section `tuner:` (all keys optional; unknown keys are rejected):
                          Triton 3.6.0; moe_engine_bench.py)
   engine_crash_configs   how many configs of the engine's search space kill the process compiling them (emulated
                          Triton segfault, exit 139; default 0)
+  engine_import_initialises_cuda
+                         true: importing the emulated kernels initialises CUDA, so a process forked from one that
+                         imported them cannot use CUDA, as torch refuses ("Cannot re-initialize CUDA in forked
+                         subprocess"); the engine's fork server must then fall back to spawned workers (default false)
 """
 from __future__ import annotations
 
@@ -64,6 +68,7 @@ ACTIVATION_BYTES = {None: 2, "float32": 4, "fp8_w8a8": 1, "int8_w8a8": 1, "int8_
 GEMM_SHARE = {"up": 2 / 3, "down": 1 / 3}
 COMPILE_ERROR = "PassManager::run failed"
 INTEGER_KEYS = ("crash_at_batch_size", "compile_error_configs", "engine_crash_configs")
+BOOLEAN_KEYS = ("engine_import_initialises_cuda",)
 
 
 class OutOfResources(Exception):
@@ -92,6 +97,7 @@ class TunerSettings:
     time_scale: float | None = None
     engine_compile_seconds: float = 0.6
     engine_crash_configs: int = 0
+    engine_import_initialises_cuda: bool = False
 
     @classmethod
     def from_profile(cls, profile: Profile) -> TunerSettings:
@@ -110,6 +116,9 @@ class TunerSettings:
                 values[key] = {int(m): float(v) for m, v in value.items()}
             elif key == "time_scale" and value is None:
                 continue
+            elif key in BOOLEAN_KEYS:
+                if not isinstance(value, bool):
+                    raise ProfileError(f"{profile.path}: 'tuner.{key}' must be true or false, got {value!r}")
             elif key in INTEGER_KEYS:
                 if not (_is_integer(value) or (key == "crash_at_batch_size" and value is None)):
                     raise ProfileError(f"{profile.path}: 'tuner.{key}' must be an integer, got {value!r}")

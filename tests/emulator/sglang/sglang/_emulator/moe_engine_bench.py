@@ -32,6 +32,8 @@ benchmarks/moe_engine_gpu.py):
 - The device: the profile's GPU (name, compute capability, ``smem_per_block`` as the opt-in shared memory per
   block); SM count and L2 size, which profiles do not carry, from :data:`DEVICE_FACTS` by GPU name. A device index
   beyond the profile's ``gpu.count`` fails as torch does with no visible GPU.
+- Forks: with ``tuner.engine_import_initialises_cuda`` the import of this module initialises (emulated) CUDA, and a
+  bench in a process forked from the importing one raises torch's "Cannot re-initialize CUDA in forked subprocess".
 Not modelled: register pressure beyond a rough estimate (``n_regs``/``n_spills`` in compile records), the Triton
 cache's disk use, the start-up of the processes (importing torch and the release takes seconds on a real host).
 """
@@ -45,7 +47,7 @@ import time
 from typing import Any
 
 from sglang._emulator import kernels as kernel_model
-from sglang._emulator.kernels import KernelModel, MoeProblem, OutOfResources, shared_memory_bytes
+from sglang._emulator.kernels import KernelModel, MoeProblem, OutOfResources, TunerSettings, shared_memory_bytes
 from sglang._emulator.profile import emulated_version, load_profile
 
 # (SM count, L2 bytes) by device name; torch reports them as multi_processor_count and L2_cache_size.
@@ -66,6 +68,19 @@ CHECK_ERROR = 1e-3
 CRASH_FLOOR_S = 0.05
 BM256_W4_ERROR = ("PassManager::run failed (emulated: BLOCK_SIZE_M=256 with num_warps=4 crashes Triton 3.6.0's "
                   "compiler)")
+
+
+def _cuda_owner() -> int | None:
+    """This process, where the profile says importing the kernels initialises CUDA (a fork inherits the value)."""
+    try:
+        settings = TunerSettings.from_profile(load_profile())
+    except Exception:  # noqa: BLE001 - no profile here: the bench says so when it starts
+        return None
+    return os.getpid() if settings.engine_import_initialises_cuda else None
+
+
+# The process whose import initialised (emulated) CUDA, or None: torch refuses CUDA in a process forked from it.
+CUDA_OWNER = _cuda_owner()
 
 
 def _engine():
@@ -154,6 +169,9 @@ class EmulatedBench:
     """Compiles and times configs on one emulated GPU with the contracts of the engine's ``TritonBench``."""
 
     def __init__(self, job: dict, warmup_only: bool = False) -> None:
+        if CUDA_OWNER not in (None, os.getpid()):  # torch/cuda/__init__.py _lazy_init's message
+            raise RuntimeError("Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you "
+                               "must use the 'spawn' start method")
         self.engine = _engine()
         self.job, self.warmup_only = job, warmup_only
         self.profile = load_profile()
