@@ -12,12 +12,12 @@ description:
   - A revision is the service's unit file, its API key file and any further files named in O(paths) (for example the
     MoE config files an install is about to write), as they are at that moment, absent ones recorded as absent.
   - V(recorded) keeps a new revision under C(<store_dir>/<name>/<id>/) and removes the oldest beyond O(keep); its id
-    comes back as RV(revision). The store is root's only (0700): a revision holds the API key file.
+    comes back as RV(revision). The store is root's only (0700), as a revision holds the API key file.
   - V(restored) puts every file of O(revision) back as it was (files absent then are removed), reloads systemd and
     restarts the service when a file changed or it is not running, and waits until it is ready at the restored
     unit's own address. A revision recorded before the first deploy (no unit) stops and disables the service and
     removes its unit. Fails when the server does not become ready.
-  - P(llmops.sglang.rollout) (C(playbooks/rollout.yml)) records one before each host's change and restores it on every
+  - C(playbooks/rollout.yml) records one before each host's change and restores it on every
     host it updated when a batch fails.
   - The server module's own C(<unit>.llmops-backup) (the undo of one failed deploy) is unchanged and independent.
 author:
