@@ -75,8 +75,8 @@ def record(store: str, paths: list[str], *, label: str, keep: int) -> dict:
 
 def _keep_file(staging: str, index: int, path: str) -> dict:
     """The manifest entry of ``path``; its bytes copied under ``files/`` with its own mode from their creation on."""
-    if not os.path.exists(path):
-        return {"path": path, "present": False}
+    if not os.path.exists(path):  # and whether its directory existed: an install may create it (triton_X_Y_Z)
+        return {"path": path, "present": False, "dir_present": os.path.isdir(os.path.dirname(path))}
     with open(path, "rb") as handle:
         mode = stat.S_IMODE(os.fstat(handle.fileno()).st_mode)
         os.makedirs(os.path.join(staging, "files"), mode=0o700, exist_ok=True)
@@ -94,6 +94,7 @@ def restore(store: str, revision: str) -> list[str]:
             if os.path.exists(path):
                 os.remove(path)
                 changed.append(path)
+            _remove_created_dir(os.path.dirname(path), entry)
             continue
         with open(os.path.join(store, revision, entry["stored"]), "rb") as handle:
             content = handle.read()
@@ -102,6 +103,17 @@ def restore(store: str, revision: str) -> list[str]:
             write_atomically(path, content, entry["mode"])
             changed.append(path)
     return changed
+
+
+def _remove_created_dir(directory: str, entry: dict) -> None:
+    """The directory of a file absent at the revision goes when it did not exist then either and is empty now (an
+    empty ``triton_X_Y_Z`` directory still counts as present to SGLang's config lookup)."""
+    if entry.get("dir_present", True) or not os.path.isdir(directory):
+        return
+    try:
+        os.rmdir(directory)
+    except OSError:  # not empty: something besides this change put files there
+        pass
 
 
 def _current(path: str) -> tuple[bytes, int] | None:

@@ -171,3 +171,17 @@ def test_the_manifest_says_what_was_recorded(tmp_path, host):
     manifest = read_manifest(store, revision)
     assert [entry["path"] for entry in manifest["files"]] == [str(host["unit"])], "a path named twice is kept once"
     assert json.loads((tmp_path / "store" / revision / "manifest.json").read_text()) == manifest
+
+
+def test_a_directory_the_change_created_goes_with_its_files_when_empty(tmp_path, host):
+    store = str(tmp_path / "store")
+    new_dir = tmp_path / "configs" / "triton_3_6_0"
+    created, kept = new_dir / "E=256,N=256.json", tmp_path / "configs" / "other" / "E=8.json"
+    (tmp_path / "configs" / "other").mkdir()
+    revision = record(store, [str(created), str(kept)], label="", keep=5)["id"]
+    new_dir.mkdir()
+    created.write_text("{}")
+    kept.write_text("{}")
+    restore(store, revision)
+    assert not new_dir.exists(), "an empty triton_X_Y_Z directory would still count as present to SGLang"
+    assert not kept.exists() and kept.parent.is_dir(), "a directory that existed stays"
