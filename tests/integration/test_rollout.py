@@ -77,7 +77,7 @@ def rollout(runner, inventory, run_dir, fleet, hosts):
                                   "rollout_canary": 1, "rollout_soak_s": 2, "rollout_analysis": ANALYSIS},
                         inventory=inventory)
     summary = json.loads((run_dir / "rollout" / "summary.json").read_text())
-    return {"result": result, "summary": summary, "before": before}
+    return {"result": result, "summary": summary, "before": before, "run_dir": run_dir}
 
 
 def test_the_canary_batch_passes_its_analysis_against_its_own_previous_numbers(rollout):
@@ -105,11 +105,12 @@ def test_a_healthy_but_slower_host_fails_the_second_batch_on_its_analysis(rollou
 
 def test_every_updated_host_is_back_on_its_recorded_revision_and_serving(rollout, fleet, hosts):
     gpu1, gpu2, _ = hosts
-    undone = rollout["summary"]["undone"]
-    assert sorted(undone) == ["gpu1", "gpu2"], undone
+    assert rollout["summary"]["undone"] == ["gpu1", "gpu2"]
     for host in (gpu1, gpu2):
         record = rollout["summary"]["hosts"][host.name]
-        assert undone[host.name].startswith(f"back on revision {record['revision']}"), undone
+        assert record["undone"].startswith(f"back on revision {record['revision']}, restarted and ready"), record
+        assert json.loads((rollout["run_dir"] / "rollout" / host.name / "rollout.json").read_text()) == {
+            **record, "host": host.name, "source": "gpu1"}, "the canary's own record says it was undone"
         unit, invocation, active = host_state(fleet, host)
         previous_unit, previous_invocation, _ = rollout["before"][host.name]
         assert unit == previous_unit, f"{host.name} runs another unit than before the rollout"
