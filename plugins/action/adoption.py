@@ -14,7 +14,8 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action im
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_files
 
 # What each step needs besides run_dir and stage.
-REQUIRED = {"load": (), "decide": ("measured", "adopted"), "adopt": ("measured",)}
+REQUIRED = {"load": (), "decide": ("measured", "adopted"), "adopt": ("measured",), "record": ()}
+STEPS = {"load": "_load", "decide": "_decide", "adopt": "_adopt", "record": "_record_step"}
 VERDICT_RECORDS = ("comparison", "side_effects", "decision", "restart_check")
 
 
@@ -27,7 +28,7 @@ class ActionModule(ControllerAction):
             raise AnsibleActionFail(f"step={args['step']} needs {', '.join(missing)}")
         try:
             get_stage(args["stage"])
-            step = getattr(self, f"_{args['step']}")
+            step = getattr(self, STEPS[args["step"]])
             result.update(step(args, args["host"] or task_vars["inventory_hostname"]))
         except ValueError as exc:
             raise AnsibleActionFail(str(exc)) from exc
@@ -74,6 +75,14 @@ class ActionModule(ControllerAction):
     def _adopt(self, args: dict, host: str) -> dict:
         previous = adoption.normalized(args["adopted"]) if args["adopted"] else None
         return {"changed": False, "adopted": self._record(args, args["measured"], previous)}
+
+    def _record_step(self, args: dict, host: str) -> dict:
+        """Record what the stage adopted (none: remove what an earlier attempt of it recorded), before its stage.json
+        says it finished."""
+        written, removed = adoption.record(Path(args["run_dir"]), args["stage"], host, args["adopted"],
+                                           check_mode=self._task.check_mode)
+        return {"changed": bool(written or removed), "adopted": args["adopted"],
+                "written": [str(path) for path in written], "removed": [str(path) for path in removed]}
 
     @staticmethod
     def _record(args: dict, measured: dict, previous: dict | None) -> dict:

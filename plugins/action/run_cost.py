@@ -11,7 +11,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action im
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import cost_line, seconds_between
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import validate_run_inputs
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_cost import account_stage
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import serialize, write_files
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_name, serialize, write_files
 
 
 class ActionModule(ControllerAction):
@@ -29,7 +29,7 @@ class ActionModule(ControllerAction):
             raise AnsibleActionFail(f"started_at: {args['started_at']!r} is not an ISO 8601 time ({exc})") from exc
         cost, records = account_stage(stage_dir, wall_s, _numbers(args["time_scale"]))
         written = [path for directory, record in records.items()
-                   for path in write_files(directory, {"cost.json": serialize(record)},
+                   for path in write_files(directory, {record_name("cost"): serialize(record)},
                                            check_mode=self._task.check_mode)]
         result.update(changed=bool(written), cost=cost, started_at=args["started_at"], finished_at=finished_at,
                       line=f"{stage_dir.parent.name}: {cost_line(cost)}", written=[str(path) for path in written])

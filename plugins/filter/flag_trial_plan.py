@@ -43,7 +43,8 @@ _value:
   description:
     - C(skip), C(ineffective), C(findings) (about the candidate's own flags), C(forced_by) (what made an
       ineffective candidate be measured, or null) and, when skipped, C(decision) (C(action) V(skip), C(reasons),
-      C(summary)) for C(decision.json).
+      C(summary)) for C(decision.json), and C(records), the records of the skipped trial for
+      M(llmops.sglang.run_record) (its decision; none of a measurement an earlier attempt made).
   type: dict
   sample: {skip: true, ineffective: true, forced_by: null, findings: [{id: allreduce-fusion-arch}]}
 """
@@ -51,6 +52,7 @@ _value:
 from ansible.errors import AnsibleFilterError
 from ansible_collections.llmops.sglang.plugins.module_utils.flag_rules import trial_plan
 from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import InputError, as_bool
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import skipped_trial
 
 
 def flag_trial_plan(candidate, findings, skip_ineffective=True, sglang_version=None):
@@ -61,8 +63,8 @@ def flag_trial_plan(candidate, findings, skip_ineffective=True, sglang_version=N
         skip = as_bool("skip_ineffective", skip_ineffective)
     except InputError as exc:
         raise AnsibleFilterError(f"flag_trial_plan: {exc}") from exc
-    return trial_plan({**candidate, "force": force}, (findings or {}).get(candidate["name"], []), skip,
-                      sglang_version)
+    plan = trial_plan({**candidate, "force": force}, (findings or {}).get(candidate["name"], []), skip, sglang_version)
+    return {**plan, "records": skipped_trial(plan["decision"])} if plan["skip"] else plan
 
 
 class FilterModule:

@@ -64,6 +64,11 @@ _value:
     selected_by_default:
       description: Whether a run without C(-e stages) runs it (the search stage runs only when selected).
       type: bool
+    measurements:
+      description:
+        - The folder below C(<run>/<stage>/<host>/) holding one folder per measured candidate (C(trials) of the flags
+          stage, C(verify) of the search stage); V(null) when the host folder holds its one measurement, if any.
+      type: str
     adopted_from:
       description: The stages whose C(adopted.json) it starts from, the most recent first.
       type: list

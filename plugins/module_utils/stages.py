@@ -43,6 +43,9 @@ class Stage:
     # In a run's default stages (tuning_run_stages without -e stages). A routine stage that is not runs only when
     # selected: -e stages=...,<name>, or its inputs (tuning_run_<name>) set while -e stages is not given.
     selected_by_default: bool = True
+    # Where below <run>/<stage>/<host>/ it keeps one folder per measured candidate (the report lists them, the filter
+    # llmops.sglang.run_path finds one by name); None: its host folder holds its one measurement, if any.
+    measurements: str | None = None
 
     @property
     def playbook(self) -> str:
@@ -70,9 +73,9 @@ STAGES: tuple[Stage, ...] = (
     Stage("baseline", "Baseline", routine=True, records=True, adopts=True, reads_adopted=False, guarded=True,
           stops_servers=False),
     Stage("flags", "Flags", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
-          stops_servers=False),
+          stops_servers=False, measurements="trials"),
     Stage("search", "Search", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
-          stops_servers=False, selected_by_default=False),
+          stops_servers=False, selected_by_default=False, measurements="verify"),
     Stage("moe_tune", "MoE tuning", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,
           stops_servers=True),
     Stage("verify", "Verify", routine=True, records=True, adopts=True, reads_adopted=True, guarded=True,

@@ -27,20 +27,23 @@ description:
     C(restart_check.json) records it).
   - O(step=adopt) returns the record of a measured configuration adopted without a comparison (the baseline, or the
     search's re-verified winner, whose verdict the search made).
+  - O(step=record) records O(adopted) as what O(stage) adopted on the host, the C(adopted.json) that O(step=load) of
+    a later stage reads; without O(adopted) it removes the one an earlier attempt of the stage recorded. The
+    tuning_run role's finish.yml records it before the stage's C(stage.json).
 author:
   - llmops.sglang contributors (@llmops)
 extends_documentation_fragment:
   - llmops.sglang.attributes.CONTROLLER
 attributes:
   check_mode:
-    description: O(step=decide) decides and records nothing; the other steps only read.
+    description: O(step=decide) decides and records nothing, O(step=record) records nothing; the other steps only read.
     support: full
 options:
   step:
     description: What to do.
     type: str
     required: true
-    choices: [load, decide, adopt]
+    choices: [load, decide, adopt, record]
   run_dir:
     description: The run directory on the controller (C(runs/<run_id>)).
     type: path
@@ -50,7 +53,9 @@ options:
     type: str
     required: true
   host:
-    description: The host whose records are read (O(step=load)); default the task's C(inventory_hostname).
+    description:
+      - The host whose records are read (O(step=load)) or written (O(step=record)); default the task's
+        C(inventory_hostname).
     type: str
   measured:
     description:
@@ -65,6 +70,7 @@ options:
         O(step=adopt), the tuned MoE configs it runs with carry over.
       - With O(step=load), what an earlier play of the same run adopted, used when the run directory records none
         (check mode records nothing).
+      - With O(step=record), what the stage adopted (V(null) when it adopted nothing).
     type: dict
   compare:
     description: Options of P(llmops.sglang.compare_sweeps#filter) (C(tuning_run_compare)).
@@ -189,6 +195,16 @@ restart_check_dir:
 lines:
   description: The decision's summary and the comparison's table, a line each.
   returned: step=decide
+  type: list
+  elements: str
+written:
+  description: The C(adopted.json) written (none when it held the same already, or in check mode).
+  returned: step=record
+  type: list
+  elements: str
+removed:
+  description: The C(adopted.json) of an earlier attempt removed because the stage adopted nothing this time.
+  returned: step=record
   type: list
   elements: str
 """

@@ -17,7 +17,7 @@ from pathlib import Path
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import PART_LABELS, PARTS
 from ansible_collections.llmops.sglang.plugins.plugin_utils._report_search import FRONT_LATENCIES, FRONT_PERCENTILE
 from ansible_collections.llmops.sglang.plugins.plugin_utils._report_summary import STAGES, level_values
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_record
 
 KEY_LEVEL_HINT = "the highest concurrency measured in both the baseline and the final sweep"
 # Each decision's plain sentence, before its evidence (decisions.decide_trial, restart_check, flag_rules).
@@ -241,7 +241,7 @@ def _host_section(run_dir: Path, host: str, summary: dict, measurements: list[di
     side_effects = [(m["label"], line) for m in measurements for line in (m["side_effects"] or {}).get("summary_lines", [])]
     if side_effects:
         parts += ["### What the server changed by itself", _side_effect_lines(side_effects)]
-    kernel_table = read_json(run_dir / "moe_tune" / host / "kernel_table.json")
+    kernel_table = read_record(run_dir, "moe_tune", host, record="kernel_table")
     if kernel_table and kernel_table.get("table"):
         parts += [f"### MoE kernels before and after tuning{' (emulated)' if summary['emulated'] else ''}",
                   kernel_table["table"]]

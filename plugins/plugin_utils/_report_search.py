@@ -14,8 +14,9 @@ from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
-from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import STATE_FILE, trial_name
+from ansible_collections.llmops.sglang.plugins.plugin_utils import run_dir as layout
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json, record_name
+from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import trial_dir, trial_name
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_strategy import objective
 
 # The latencies the Pareto fronts plot goodput against, at p99 of the candidate's boundary runs.
@@ -29,7 +30,7 @@ def _boundary_runs(trial_dir: Path, rate: float | None) -> list[dict]:
     runs: list[dict] = []
     if not rate:
         return runs
-    for path in sorted((trial_dir / "probes").glob("*.json")):
+    for path in sorted((trial_dir / record_name("probes")).glob("*.json")):
         level = ((read_json(path) or {}).get("levels") or [{}])[0]
         if math.isclose(level.get("request_rate") or 0.0, rate):
             runs += level.get("runs") or []
@@ -47,10 +48,10 @@ def _median_run_value(runs: list[dict], field: str, percentile: str | None = Non
 def _search_candidate(stage_dir: Path, trial: dict, smoothed: dict[int, float]) -> dict:
     """One trial of the search: its outcome, its goodput (the highest rate at which every run met the SLO) and the
     latencies and throughput at that rate."""
-    trial_dir = stage_dir / "trials" / trial_name(trial["number"])
-    result = read_json(trial_dir / "rate_search.json") or {}
+    directory = trial_dir(stage_dir, trial["number"])
+    result = read_json(directory / record_name("rate_search")) or {}
     complete = trial["state"] == "complete"
-    runs = _boundary_runs(trial_dir, trial["value"] if complete else None)
+    runs = _boundary_runs(directory, trial["value"] if complete else None)
     boundary = None
     if runs:
         boundary = {"runs": len(runs), "agg_tok_s": _median_run_value(runs, "agg_tok_s"),
@@ -89,20 +90,20 @@ def _fronts(candidates: list[dict]) -> dict[str, list[str]]:
 
 def _probe_slo(stage_dir: Path) -> dict | None:
     """The SLO as the bench module recorded it with the probes (targets and percentiles)."""
-    for path in sorted((stage_dir / "trials").glob("*/probes/*.json")):
+    for path in sorted((stage_dir / layout.TRIALS).glob(f"*/{record_name('probes')}/*.json")):
         slo = ((read_json(path) or {}).get("workload") or {}).get("slo")
         if slo:
             return slo
     return None
 
 
-def _verification(stage_dir: Path, decision: dict | None) -> dict | None:
+def _verification(run_dir: Path, host: str, decision: dict | None) -> dict | None:
     """The re-verification's test of the adopted candidate, or of the best one when none was adopted."""
     if not decision or not decision.get("comparisons"):
         return None
     name = decision.get("candidate") or next(iter(decision["comparisons"]))
     comparison = decision["comparisons"][name]
-    reference = read_json(stage_dir / "verify" / "adopted" / "goodput.json") or {}
+    reference = layout.read_record(run_dir, "search", host, measurement=layout.REFERENCE, record="goodput") or {}
     rate = ((reference.get("levels") or [{}])[0]).get("request_rate")
     keys = ("verdict", "change_pct", "p_value", "ci_low_pct", "ci_high_pct", "significant", "evidence", "runs",
             "slo_held_in_every_run", "goodput_rps", "reference_goodput_rps")
@@ -113,19 +114,19 @@ def _side_effects(run_dir: Path, host: str, candidate_dir: Path) -> dict | None:
     """What the server set by itself for the adopted candidate: its facts against those of the configuration adopted
     before the search (the one it was verified against), as the flags stage diffs its trials."""
     before = adoption.latest(run_dir, host, "search")
-    facts = read_json(candidate_dir / "facts.json")
+    facts = read_json(candidate_dir / record_name("facts"))
     if before is None or facts is None or not before.get("facts_file"):
         return None
     reference = read_json(run_dir / before["facts_file"])
     if reference is None:
         return None
-    diff = diff_server_facts(reference, facts, before.get("args"), read_json(candidate_dir / "requested_args.json"))
+    diff = diff_server_facts(reference, facts, before.get("args"),
+                             read_json(candidate_dir / record_name("requested_args")))
     return {"against": before["stage"], **diff}
 
 
 def _recommendation(run_dir: Path, host: str, candidates: list[dict], record: dict) -> dict:
-    stage_dir = run_dir / "search" / host
-    decision = read_json(stage_dir / "verify" / "decision.json")
+    decision = read_json(layout.path(run_dir, "search", host) / layout.VERIFIED / record_name("decision"))
     chosen = (decision or {}).get("candidate")
     by_name = {c["name"]: c for c in candidates}
     best = max((c for c in candidates if c["goodput_rps"]), key=lambda c: c["smoothed_rps"], default=None)
@@ -134,17 +135,18 @@ def _recommendation(run_dir: Path, host: str, candidates: list[dict], record: di
                       "params": by_name[chosen]["params"] if chosen else None,
                       "goodput_rps": by_name[chosen]["goodput_rps"] if chosen else None,
                       "best_candidate": best["name"] if best else None,
-                      "verification": _verification(stage_dir, decision), "side_effects": None}
+                      "verification": _verification(run_dir, host, decision), "side_effects": None}
     if chosen:
-        recommendation["args"] = (read_json(stage_dir / "adopted.json") or {}).get("args")
-        recommendation["side_effects"] = _side_effects(run_dir, host, stage_dir / "verify" / chosen)
+        recommendation["args"] = (layout.read_record(run_dir, "search", host, record="adopted") or {}).get("args")
+        recommendation["side_effects"] = _side_effects(run_dir, host, layout.path(run_dir, "search", host,
+                                                                                  measurement=chosen))
     return recommendation
 
 
 def search_summary(run_dir: Path, host: str, record: dict | None) -> dict | None:
     """The search stage of a host in machine form (summary.json ``hosts.<host>.search``), None when it did not run."""
-    stage_dir = run_dir / "search" / host
-    state = read_json(stage_dir / STATE_FILE)
+    stage_dir = layout.path(run_dir, "search", host)
+    state = read_json(stage_dir / record_name("search"))
     if state is None or not state.get("strategy"):
         return None
     record = record or {}

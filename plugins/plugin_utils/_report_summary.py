@@ -15,16 +15,17 @@ from ansible_collections.llmops.sglang.plugins.module_utils.drift import verdict
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import DEFAULT, RECORDED
 from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
 from ansible_collections.llmops.sglang.plugins.plugin_utils._report_search import search_summary
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
+from ansible_collections.llmops.sglang.plugins.plugin_utils import run_dir as layout
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json, read_record, record_name
 
 SCHEMA_VERSION = 1
 STAGES = RECORDED  # the stages with per-host records (stage.json, adopted.json), in run order
-MEASURED_FILES = ("sweep.json", "facts.json", "comparison.json", "decision.json", "side_effects.json",
-                  "requested_args.json", "cost.json", "findings.json", "drift.json")
+MEASURED_RECORDS = ("sweep", "facts", "comparison", "decision", "side_effects", "requested_args", "cost", "findings",
+                    "drift")
 
 
 def _measurement(stage: str, label: str, directory: Path) -> dict | None:
-    documents = {name.removesuffix(".json"): read_json(directory / name) for name in MEASURED_FILES}
+    documents = {name: read_json(directory / record_name(name)) for name in MEASURED_RECORDS}
     if documents["sweep"] is None and documents["decision"] is None:
         return None
     return {"stage": stage, "label": label, "dir": str(directory), **documents}
@@ -34,17 +35,10 @@ def host_measurements(run_dir: Path, host: str) -> list[dict]:
     """Every measured configuration of a host in pipeline order (baseline, each flag trial, MoE, verify)."""
     found = []
     for stage in STAGES:
-        stage_dir = run_dir / stage / host
-        if stage == "search":
-            # the re-verified candidates, each with its decision (search_step verdict)
-            verified = sorted(p.name for p in (stage_dir / "verify").glob("*") if p.is_dir() and p.name != "adopted")
-            candidates = [(f"search: {name}", stage_dir / "verify" / name) for name in verified]
-        elif stage == "flags":
-            order = (read_json(stage_dir / "stage.json") or {}).get("trials") or sorted(
-                p.name for p in (stage_dir / "trials").glob("*") if p.is_dir())
-            candidates = [(f"flags: {name}", stage_dir / "trials" / name) for name in order]
-        else:
-            candidates = [(stage, stage_dir)]
+        # a stage's one measurement is labelled by the stage, its candidates (flag trials, re-verified search
+        # candidates) by the stage and their name
+        candidates = [(stage if name is None else f"{stage}: {name}", directory)
+                      for name, directory in layout.measurement_dirs(run_dir, stage, host)]
         found += [m for m in (_measurement(stage, label, d) for label, d in candidates) if m]
     return found
 
@@ -72,16 +66,16 @@ def level_spread(sweep: dict | None, field: str) -> dict[int, tuple[float, float
 
 
 def _hosts(run_dir: Path) -> list[str]:
-    return sorted({p.name for stage in STAGES for p in (run_dir / stage).glob("*") if p.is_dir()})
+    return layout.hosts(run_dir, STAGES)
 
 
 def _stage_status(run_dir: Path, stage: str, host: str) -> dict:
-    record = read_json(run_dir / stage / host / "stage.json")
+    record = read_record(run_dir, stage, host, record="stage")
     if record:
         return record
     # stage.json is written when the stage ends: a stage folder without it is a stage still running or interrupted
     # (a run directory copied mid-stage), not one that never ran
-    return {"status": "unfinished" if (run_dir / stage / host).is_dir() else "not run"}
+    return {"status": "unfinished" if layout.path(run_dir, stage, host).is_dir() else "not run"}
 
 
 def _key_numbers(measurements: list[dict]) -> dict:
@@ -117,7 +111,7 @@ def _trial_cost(measurement: dict) -> dict:
 
 def _moe_cost(run_dir: Path, host: str, stage_cost: dict | None) -> dict | None:
     """The MoE stage's estimate (made before the server stopped) next to what it cost."""
-    estimate = read_json(run_dir / "moe_tune" / host / "estimate.json")
+    estimate = read_record(run_dir, "moe_tune", host, record="estimate")
     if estimate is None:
         return None
     actual = stage_cost or {}
@@ -126,7 +120,7 @@ def _moe_cost(run_dir: Path, host: str, stage_cost: dict | None) -> dict | None:
             "actual_tuning_gpu_minutes": ((actual.get("parts") or {}).get("tuning") or {}).get("gpu_minutes"),
             "seconds_per_config": estimate.get("seconds_per_config"),
             "measured_seconds_per_config": actual.get("seconds_per_config"), "summary": estimate.get("summary"),
-            "engine": _engine_cost(run_dir / "moe_tune" / host, estimate)}
+            "engine": _engine_cost(layout.path(run_dir, "moe_tune", host), estimate)}
 
 
 def _engine_cost(stage_dir: Path, estimate: dict) -> dict | None:
@@ -134,7 +128,7 @@ def _engine_cost(stage_dir: Path, estimate: dict) -> dict | None:
     and the engine's GPU-minutes as estimated (its model, gpu_cost.moe_engine_estimate) and as its runs reported."""
     if estimate.get("engine") != "llmops":
         return None
-    tasks = [task for task in (read_json(stage_dir / "tune_up.json"), read_json(stage_dir / "tune_down.json")) if task]
+    tasks = [task for task in (read_json(stage_dir / record_name(name)) for name in ("tune_up", "tune_down")) if task]
     shapes = [{"file_name": task.get("file_name"), "cache": (task.get("cache") or {}).get("status"),
                "key_short": (task.get("cache") or {}).get("key_short"),
                "engine_gpu_minutes": (task.get("engine") or {}).get("gpu_minutes")} for task in tasks]
@@ -177,7 +171,7 @@ def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
                  for m in measurements if m["decision"]]
     # a stage a run does not select by default (the search) is listed when it ran
     stages = {stage: _stage_status(run_dir, stage, host) for stage in STAGES
-              if stage in DEFAULT or (run_dir / stage / host).is_dir()}
+              if stage in DEFAULT or layout.path(run_dir, stage, host).is_dir()}
     cost = host_cost(run_dir, host, stages, measurements)
     return {
         "stages": stages,
@@ -193,7 +187,7 @@ def host_summary(run_dir: Path, host: str, measurements: list[dict]) -> dict:
 
 def build_summary(run_dir: Path, measured: dict[str, list[dict]] | None = None) -> dict:
     measured = measured if measured is not None else measured_hosts(run_dir)
-    run = read_json(run_dir / "run.json") or {}
+    run = read_record(run_dir, record="run") or {}
     hosts = {host: host_summary(run_dir, host, measurements) for host, measurements in measured.items()}
     return {
         "schema_version": SCHEMA_VERSION,

@@ -19,9 +19,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import d
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import adopted_from
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import environment_errors, server_arg_errors
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
+from ansible_collections.llmops.sglang.plugins.plugin_utils import run_dir as layout
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json, record_files
 
-RECORD = "adopted.json"
 # Runs recorded before 2.0.0 named the evidence paths `sweep` and `facts`; a resumed old run reads them still.
 _OLD_KEYS = {"sweep": "sweep_file", "facts": "facts_file"}
 # The decision of a measurement that check mode did not make.
@@ -38,7 +38,7 @@ def latest(run_dir: Path, host: str, stage: str) -> dict | None:
     """The configuration ``stage`` starts from on ``host``: the adopted.json of the most recent stage before it that
     recorded one (the stage registry's ``adopted_from``), with ``stage`` set to the stage that adopted it."""
     for earlier in adopted_from(stage):
-        path = run_dir / earlier / host / RECORD
+        path = layout.path(run_dir, earlier, host, record="adopted")
         record = read_json(path)
         if record is not None:
             _check_unit_values(path, record)
@@ -62,7 +62,21 @@ def adopt(stage: str, run_dir: Path, measurement_dir: Path, *, args: dict, envir
     facts.json in ``measurement_dir`` (inside ``run_dir``)."""
     evidence = Path(measurement_dir).resolve().relative_to(Path(run_dir).resolve())
     return {"stage": stage, "args": dict(args), "environment": dict(environment), "moe_configs": list(moe_configs),
-            "sweep_file": str(evidence / "sweep.json"), "facts_file": str(evidence / "facts.json")}
+            "sweep_file": str(evidence / layout.record_name("sweep")),
+            "facts_file": str(evidence / layout.record_name("facts"))}
+
+
+def record(run_dir: Path, stage: str, host: str, adopted: dict | None, *, check_mode: bool = False) -> tuple[list, list]:
+    """Record ``adopted`` as what ``stage`` adopted on ``host`` (the adopted.json that latest() reads); None removes
+    the one an earlier attempt of the stage recorded. Returns the paths written and removed."""
+    return record_files(layout.path(run_dir, stage, host), {layout.record_name("adopted"): adopted},
+                        check_mode=check_mode)
+
+
+def evidence_path(run_dir: Path, adopted: dict, name: str) -> Path:
+    """The record ``name`` (a run_dir.RECORDS key) of the measurement an adopted configuration was adopted from: the
+    folder its ``sweep_file`` lies in."""
+    return Path(run_dir) / Path(normalized(adopted)["sweep_file"]).parent / layout.record_name(name)
 
 
 def evidence(run_dir: Path, adopted: dict) -> tuple[dict, dict]:

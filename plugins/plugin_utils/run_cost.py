@@ -8,7 +8,8 @@ import typing as t
 from pathlib import Path
 
 from ansible_collections.llmops.sglang.plugins.module_utils import gpu_cost, restart_check
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json
+from ansible_collections.llmops.sglang.plugins.plugin_utils import run_dir as layout
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json, record_name
 
 NO_GPU_WORK = "no GPU work: nothing was measured or tuned, the server kept running"
 
@@ -16,46 +17,48 @@ NO_GPU_WORK = "no GPU work: nothing was measured or tuned, the server kept runni
 def measurement_dirs(stage_dir: Path) -> list[Path]:
     """The stage's measurements (baseline, MoE and verify measure in the stage directory, flags and the search's
     candidates in trials/, the search's re-verified candidates in verify/)."""
-    candidates = [stage_dir] + sorted(path for sub in ("trials", "verify") for path in (stage_dir / sub).glob("*")
-                                      if path.is_dir())
-    return [d for d in candidates if (d / "requested_args.json").is_file()]
+    candidates = [stage_dir] + sorted(path for sub in (layout.TRIALS, layout.VERIFIED)
+                                      for path in (stage_dir / sub).glob("*") if path.is_dir())
+    return [d for d in candidates if (d / record_name("requested_args")).is_file()]
 
 
 def _sweeps(directory: Path) -> list[dict]:
     """Every benchmark of a measurement: its sweep (or a failed sweep's part), and the search's open-loop runs (each
     rate probe of a candidate, the goodput at the verification rate of a re-verified one)."""
-    sweep = read_json(directory / "sweep.json") or (read_json(directory / "failure.json") or {}).get("sweep")
-    search = [read_json(path) for path in [*sorted((directory / "probes").glob("*.json")), directory / "goodput.json"]]
+    sweep = read_json(directory / record_name("sweep")) or (read_json(directory / record_name("failure")) or {}).get("sweep")
+    probes = sorted((directory / record_name("probes")).glob("*.json"))
+    search = [read_json(path) for path in [*probes, directory / record_name("goodput")]]
     return [s for s in [sweep, *search] if s]
 
 
 def skipped_dirs(stage_dir: Path) -> list[Path]:
-    return [d for d in sorted((stage_dir / "trials").glob("*"))
-            if (read_json(d / "decision.json") or {}).get("action") == "skip"]
+    return [d for d in sorted((stage_dir / layout.TRIALS).glob("*"))
+            if (read_json(d / record_name("decision")) or {}).get("action") == "skip"]
 
 
 def _emulated(directories: t.Iterable[Path]) -> bool:
-    return any((read_json(d / "facts.json") or {}).get("emulator") for d in directories)
+    return any((read_json(d / record_name("facts")) or {}).get("emulator") for d in directories)
 
 
 def _benchmark_parts(directory: Path, scales: gpu_cost.Scales, facts: dict | None) -> list[dict]:
     """A measurement's start and every benchmark of it, as cost parts (``facts``: its facts.json)."""
     first, *more = _sweeps(directory) or [None]
-    return [gpu_cost.measurement_parts(read_json(directory / "deploy.json"), facts, first, scales.serving,
+    return [gpu_cost.measurement_parts(read_json(directory / record_name("deploy")), facts, first, scales.serving,
                                        scales.startup),
             *(gpu_cost.measurement_parts({"restarted": False}, facts, sweep, scales.serving) for sweep in more)]
 
 
 def _measurement_cost(directory: Path, emulated: bool, time_scale: dict | None) -> dict:
     """A measurement's GPU-minutes, with its restart check's (a second start of the candidate) when it had one."""
-    facts = read_json(directory / "facts.json")
+    facts = read_json(directory / record_name("facts"))
     scales = gpu_cost.scales_for(emulated, time_scale)
     check = directory / restart_check.DIRECTORY
-    checked = (check / "requested_args.json").is_file()
+    checked = (check / record_name("requested_args")).is_file()
     parts = gpu_cost.add_parts(*_benchmark_parts(directory, scales, facts),
-                               *(_benchmark_parts(check, scales, read_json(check / "facts.json")) if checked else []))
-    gpus, source = gpu_cost.deployment_gpus(facts, read_json(directory / "requested_args.json"),
-                                            read_json(directory / "environment.json"))
+                               *(_benchmark_parts(check, scales, read_json(check / record_name("facts")))
+                                 if checked else []))
+    gpus, source = gpu_cost.deployment_gpus(facts, read_json(directory / record_name("requested_args")),
+                                            read_json(directory / record_name("environment")))
     return gpu_cost.cost_record(parts, gpus, source, emulated, time_scale)
 
 
@@ -69,14 +72,14 @@ def account_stage(stage_dir: Path, wall_s: float | None, time_scale: dict | None
     """(the stage's cost, cost.json content per measurement and skipped trial directory)."""
     run_dir, host = stage_dir.parent.parent, stage_dir.name
     measured = measurement_dirs(stage_dir)
-    baseline_dir = run_dir / "baseline" / host
+    baseline_dir = layout.path(run_dir, "baseline", host)
     emulated = _emulated(measured + [baseline_dir])
     costs = {d: _measurement_cost(d, emulated, time_scale) for d in measured}
-    earlier = [] if baseline_dir in costs else [read_json(baseline_dir / "cost.json") or {}]
+    earlier = [] if baseline_dir in costs else [read_json(baseline_dir / record_name("cost")) or {}]
     spent = [cost["gpu_minutes"] for cost in list(costs.values()) + earlier if "gpu_minutes" in cost]
     costs.update({d: _skipped_cost(spent) for d in skipped_dirs(stage_dir)})
-    tuning = gpu_cost.tuning_parts(read_json(stage_dir / "tune_up.json"), read_json(stage_dir / "tune_down.json"),
-                                   read_json(stage_dir / "kernel_benchmark.json"),
+    tuning = gpu_cost.tuning_parts(*(read_json(stage_dir / record_name(name))
+                                     for name in ("tune_up", "tune_down", "kernel_benchmark")),
                                    gpu_cost.scales_for(emulated, time_scale).tuning)
     activity = gpu_cost.add_parts(*(cost["parts"] for cost in costs.values() if "parts" in cost), tuning)
     if not activity:
@@ -86,5 +89,5 @@ def account_stage(stage_dir: Path, wall_s: float | None, time_scale: dict | None
     stage = gpu_cost.cost_record(gpu_cost.stage_parts(wall_s, activity), gpus, source, emulated, time_scale)
     if tuning:
         stage["seconds_per_config"] = gpu_cost.measured_seconds_per_config(
-            read_json(stage_dir / "tune_up.json"), gpu_cost.scales_for(emulated, time_scale).tuning)
+            read_json(stage_dir / record_name("tune_up")), gpu_cost.scales_for(emulated, time_scale).tuning)
     return stage, costs

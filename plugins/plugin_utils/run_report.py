@@ -19,6 +19,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils._report_markdown imp
     render_markdown, report_title, search_lines, summary_text)
 from ansible_collections.llmops.sglang.plugins.plugin_utils._report_summary import (
     STAGES, build_summary, host_measurements, measured_hosts)
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_name
 
 __all__ = ["HAS_REPORT_LIBS", "STAGES", "build_summary", "host_measurements", "measured_hosts", "render_markdown",
            "report_files", "search_lines", "summary_text"]
@@ -33,7 +34,8 @@ def report_files(run_dir: Path) -> dict[str, str]:
              for host, data in summary["hosts"].items()}
     plots.update({f"{host}-search": render_search_plot(data["search"], host) for host, data in summary["hosts"].items()
                   if data["search"] and any(data["search"]["front"].values())})
-    files = {"summary.json": json.dumps(summary, indent=2, sort_keys=True) + "\n", "report.md": markdown_text,
-             "report.html": render_html(markdown_text, plots, report_title(summary))}
-    files.update({f"plots/{host}.svg": svg for host, svg in plots.items()})
+    files = {record_name("summary"): json.dumps(summary, indent=2, sort_keys=True) + "\n",
+             record_name("report_md"): markdown_text,
+             record_name("report_html"): render_html(markdown_text, plots, report_title(summary))}
+    files.update({f"{record_name('plots')}/{host}.svg": svg for host, svg in plots.items()})
     return files

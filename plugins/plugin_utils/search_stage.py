@@ -30,7 +30,8 @@ from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import Ch
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_samples
 from ansible_collections.llmops.sglang.plugins.module_utils.workload import SLO_METRICS
 from ansible_collections.llmops.sglang.plugins.plugin_utils import rate_search
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import serialize, write_files
+from ansible_collections.llmops.sglang.plugins.plugin_utils import run_dir as layout
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_name, serialize, write_files
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_space import SearchSpace, parse_space
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_strategy import (
     START_DESIGN_KINDS,
@@ -41,7 +42,7 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.search_strategy impo
 )
 
 VAR = "tuning_run_search"
-STATE_FILE = "search.json"
+STATE_FILE = record_name("search")
 SCHEMA_VERSION = 1
 # Options of the bench module a workload may set (the rest - address, key, files, levels - the stage sets).
 WORKLOAD_BENCH_KEYS = ("input_len", "output_len", "endpoint", "model", "requests_per_level", "warmup_requests",
@@ -224,6 +225,11 @@ def trial_name(number: int) -> str:
     return f"{number:03d}"
 
 
+def trial_dir(stage_dir: Path, number: int) -> Path:
+    """Where trial ``number`` of the search on a host (its stage folder ``stage_dir``) keeps its records."""
+    return Path(stage_dir) / layout.TRIALS / trial_name(number)
+
+
 def open_loop_runs(sweep: dict) -> list[dict]:
     """The runs of the one level of an open-loop bench sweep (what the rate search judges)."""
     levels = (sweep or {}).get("levels") or []
@@ -276,7 +282,7 @@ class Stage:
         self._write(self.dir, {STATE_FILE: self.state})
 
     def trial_dir(self, number: int) -> Path:
-        return self.dir / "trials" / trial_name(number)
+        return trial_dir(self.dir, number)
 
     # -- candidates ---------------------------------------------------------------------------------------------
     def plan(self) -> dict:
@@ -299,8 +305,8 @@ class Stage:
         params = search.next_candidate()
         for trial in search.trials[before:]:  # the candidates the flag rules or the installed SGLang refused
             self._write(self.trial_dir(trial["number"]), {
-                "trial.json": trial,
-                "decision.json": {"adopt": False, "action": "skip", "reasons": [trial["reason"]],
+                record_name("trial"): trial,
+                record_name("decision"): {"adopt": False, "action": "skip", "reasons": [trial["reason"]],
                                   "summary": f"invalid, not started: {trial['reason']}"}})
         if params is None:
             self.state["current"] = None
@@ -347,7 +353,7 @@ class Stage:
             runs = open_loop_runs(sweep)
             current["probes"] = rate_search.add_probe(current["probes"], sweep["levels"][0]["request_rate"],
                                                       planned.get("phase", "probe"), runs)
-            self._write(self.trial_dir(current["number"]) / "probes",
+            self._write(self.trial_dir(current["number"]) / record_name("probes"),
                         {f"{len(current['probes']):02d}.json": sweep})
         step = rate_search.next_probe(current["probes"], max_probes=int(self.inputs.rate["max_probes"]), **options)
         contending = step is None and int(self.inputs.rate["contender_runs"]) > 0
@@ -365,7 +371,7 @@ class Stage:
                                      self._gpu_minutes(current, facts, environment, scales), result["estimate_rps"],
                                      result["estimate_runs"])
         trial["goodput_rps"] = result["goodput_rps"]
-        self._write(self.trial_dir(current["number"]), {"rate_search.json": result, "trial.json": trial})
+        self._write(self.trial_dir(current["number"]), {record_name("rate_search"): result, record_name("trial"): trial})
         self.state["current"] = None
         self.save(search)
         return {"done": True, "result": result, "trial": trial, "spent": search.spent()}
@@ -397,7 +403,7 @@ class Stage:
         trial = search.record_failed_start(current["params"], reason,
                                            self._gpu_minutes(current, None, environment, scales))
         trial["failure_kind"] = failure.get("kind")
-        self._write(self.trial_dir(current["number"]), {"trial.json": trial})
+        self._write(self.trial_dir(current["number"]), {record_name("trial"): trial})
         self.state["current"] = None
         self.save(search)
         return {"done": True, "trial": trial, "spent": search.spent()}
@@ -456,7 +462,7 @@ class Stage:
                     "reasons": reasons, "summary": summary, "comparisons": comparisons}
         for name, comparison in comparisons.items():
             adopted = name == winner
-            self._write(self.dir / "verify" / name, {"decision.json": {
+            self._write(self.dir / layout.VERIFIED / name, {record_name("decision"): {
                 "adopt": adopted, "action": "adopt" if adopted else "revert",
                 "reasons": [reason for reason in reasons if reason.startswith(f"candidate {name}:")],
                 "summary": (f"{'adopt' if adopted else 'revert'}: goodput {comparison['verdict']} against the adopted "
@@ -464,7 +470,7 @@ class Stage:
                             + ("" if comparison["slo_held_in_every_run"] else "; the SLO failed in a run"))}})
         self.state["verification"] = {"decision": {key: decision[key] for key in ("adopt", "candidate", "summary")},
                                       "at": _now()}
-        self._write(self.dir / "verify", {"decision.json": decision})
+        self._write(self.dir / layout.VERIFIED, {record_name("decision"): decision})
         self.save()
         return decision
 

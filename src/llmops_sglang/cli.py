@@ -28,7 +28,7 @@ from rich.console import Console
 from llmops_sglang import api
 from llmops_sglang.collection import CollectionNotFound, default_runs_dir, find_collection, stages
 from llmops_sglang.display import make_console, print_result, print_summary, progress_view, runs_table
-from llmops_sglang.runs import is_run_dir, list_runs, read_summary, write_report
+from llmops_sglang.runs import is_run_dir, list_runs, read_summary, run_file, write_report
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -176,11 +176,12 @@ def run_playbook(arguments: argparse.Namespace, console: Console) -> int:
 
 def report(run_dir: Path, console: Console) -> int:
     if not is_run_dir(run_dir):
-        console.print(f"no run {run_dir.name} in {run_dir.parent} (no run.json there)", highlight=False)
+        console.print(f"no run {run_dir.name} in {run_dir.parent} (no {run_file(run_dir, 'run').name} there)",
+                      highlight=False)
         return EXIT_FAILED
     write_report(run_dir)
     print_summary(console, read_summary(run_dir))
-    console.print(f"report: {run_dir.resolve() / 'report.html'}", highlight=False)
+    console.print(f"report: {run_file(run_dir.resolve(), 'report_html')}", highlight=False)
     return EXIT_OK
 
 

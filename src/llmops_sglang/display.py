@@ -13,7 +13,7 @@ from rich.text import Text
 
 from llmops_sglang.collection import stage_registry
 from llmops_sglang.models import ProgressEvent, RunResult, Summary
-from llmops_sglang.runs import RunEntry
+from llmops_sglang.runs import RunEntry, run_file
 
 PLAIN_WIDTH = 160  # redirected output has no width; this one keeps the tables' rows on one line each
 
@@ -225,7 +225,7 @@ def print_result(console: Console, result: RunResult, elapsed_s: float) -> None:
             console.print(Text(f"{failure.host}: {stage_title(failure.stage)} / {failure.task}: {failure.message}",
                                style="red"))
     if result.run_dir is not None:
-        report = result.run_dir / "report.html"
+        report = run_file(result.run_dir, "report_html")
         console.print(f"run directory: {result.run_dir}" + (f"\nreport: {report}" if report.is_file() else ""),
                       highlight=False)
 

@@ -20,8 +20,14 @@ class RunEntry:
         return self.summary.run_id
 
 
+def run_file(run_dir: Path, record: str) -> Path:
+    """A record of a run directory (``record`` by the name the collection's layout knows it: run, summary,
+    report_html, ...), where the collection's run_dir.py puts it."""
+    return run_dir_module().path(Path(run_dir), record=record)
+
+
 def is_run_dir(path: Path) -> bool:
-    return (Path(path) / "run.json").is_file()
+    return run_file(path, "run").is_file()
 
 
 def read_summary(run_dir: Path) -> Summary:
@@ -44,6 +50,6 @@ def write_report(run_dir: Path) -> list[Path]:
 
 def list_runs(runs_dir: Path) -> list[RunEntry]:
     """The runs under ``runs_dir``, oldest first (the `latest` link is left out)."""
-    entries = [RunEntry(summary=read_summary(p), reported=(p / "summary.json").is_file())
+    entries = [RunEntry(summary=read_summary(p), reported=run_file(p, "summary").is_file())
                for p in Path(runs_dir).glob("*") if not p.is_symlink() and is_run_dir(p)]
     return sorted(entries, key=lambda entry: (entry.summary.created_at or "", entry.run_id))

@@ -171,3 +171,15 @@ def test_the_first_decision_on_a_measurement_removes_an_earlier_attempts_restart
     assert adoption.check_dir(tmp_path, None) == (stale, [stale])
     assert not stale.exists() and list(tmp_path.iterdir()) == []
     assert adoption.check_dir(tmp_path, None) == (stale, []), "nothing to remove"
+
+
+def test_what_a_stage_adopted_is_recorded_where_the_next_stage_reads_it_and_nothing_removes_it(tmp_path):
+    adopted = adoption.adopt("baseline", tmp_path, tmp_path / "baseline" / "gpu1", args={"tp_size": 4}, environment={})
+    written, removed = adoption.record(tmp_path, "baseline", "gpu1", adopted)
+    assert (written, removed) == ([tmp_path / "baseline" / "gpu1" / "adopted.json"], [])
+    assert adoption.latest(tmp_path, "gpu1", "flags") == adopted
+    assert adoption.record(tmp_path, "baseline", "gpu1", adopted) == ([], [])  # the same record: nothing written
+    assert adoption.record(tmp_path, "baseline", "gpu1", None, check_mode=True) == ([], written)
+    assert adoption.latest(tmp_path, "gpu1", "flags") == adopted
+    adoption.record(tmp_path, "baseline", "gpu1", None)
+    assert adoption.latest(tmp_path, "gpu1", "flags") is None
