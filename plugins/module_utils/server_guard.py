@@ -6,9 +6,10 @@ Private to the llmops.sglang collection. A stage that may leave a service on an 
 (a candidate serving, the server stopped for the MoE tuner) arms a guard on the host first: a snapshot of the
 adopted unit, environment file and config files, and a lease. Every llmops module that runs on the host
 renews its stage's guard lease at its start and, while it works (``guarded_work``), every few seconds for as long
-as its controller is still connected. When the controller goes away (Ctrl-C, a crash, a lost network) the
-lease runs out and the guard program (server_guard_program.py) ends the abandoned work and puts the snapshot
-back. A stage that finishes disarms its guard.
+as its controller is still connected and acknowledges the heartbeat the module sends it (controller_link.py: a
+silent network partition never hangs the SSH channel up). When the controller goes away (Ctrl-C, a crash, a lost
+network) the lease runs out and the guard program (server_guard_program.py) ends the abandoned work and puts the
+snapshot back. A stage that finishes disarms its guard.
 
 Only the lease's holder renews it: the guard records who armed it (``armed_by``, the run id and stage), and a
 module renews a guard only when its environment names the same holder (``LLMOPS_GUARD_HOLDER``, set by the stage
@@ -32,6 +33,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 
 from ansible_collections.llmops.sglang.plugins.module_utils.atomic_write import write_atomically
+from ansible_collections.llmops.sglang.plugins.module_utils.controller_link import (
+    TCP_TABLES, controller_silent, send_heartbeat, session_connection)
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_install import read_manifest
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard_program import locked, process_identity
 from ansible_collections.llmops.sglang.plugins.module_utils.systemd_unit import SERVICE_NAME
@@ -220,7 +223,9 @@ class Work:
             os.unlink(self.path)
 
 
-def _renew_while_connected(work: Work, stop: threading.Event, root: str, every_s: float) -> None:
+def _renew_while_connected(work: Work, stop: threading.Event, root: str, every_s: float,
+                           tables: tuple[str, ...]) -> None:
+    connection = session_connection()
     while not stop.wait(every_s):
         if controller_connected() is False:
             # The controller is gone: nobody will read a result, and the guard must find the GPUs free.
@@ -231,20 +236,28 @@ def _renew_while_connected(work: Work, stop: threading.Event, root: str, every_s
                     pass
             work.end()
             os._exit(75)  # pylint: disable=protected-access
-        renew_leases(root)
+        # A silent controller (the last heartbeat unacknowledged: a partition sends no hang-up) gets no renewal, so
+        # the lease runs out as after a Ctrl-C, and the guard ends this module; a partition shorter than the lease
+        # costs nothing. Without a connection to ask (None), the hang-up alone decides, as before.
+        if not controller_silent(connection, tables):
+            renew_leases(root)
+        if connection:
+            send_heartbeat()
 
 
 @contextmanager
-def guarded_work(root: str = GUARD_ROOT, work_dir: str = WORK_DIR, every_s: float = RENEW_EVERY_S) -> Iterator[Work]:
-    """Renew the leases now and, while the body runs, every ``every_s`` seconds as long as the controller
-    is connected; a module whose controller went away ends itself and the process groups it registered.
-    Without a guard of this module's holder on the host this costs one directory listing and registers nothing."""
+def guarded_work(root: str = GUARD_ROOT, work_dir: str = WORK_DIR, every_s: float = RENEW_EVERY_S,
+                 tables: tuple[str, ...] = TCP_TABLES) -> Iterator[Work]:
+    """Renew the leases now and, while the body runs, every ``every_s`` seconds while the controller is connected
+    and acknowledged the last heartbeat (controller_link); a module whose controller hung up ends itself and the
+    process groups it registered. Without a guard of this module's holder on the host this costs one directory
+    listing and registers nothing."""
     if not renew_leases(root):
         yield Work(None)
         return
     work = Work(work_dir)
     stop = threading.Event()
-    thread = threading.Thread(target=_renew_while_connected, args=(work, stop, root, every_s), daemon=True)
+    thread = threading.Thread(target=_renew_while_connected, args=(work, stop, root, every_s, tables), daemon=True)
     thread.start()
     try:
         yield work

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -24,10 +27,11 @@ CANDIDATE = {"enable_fused_moe_sum_all_reduce": True}
 CANDIDATE_FLAG = "--enable-fused-moe-sum-all-reduce"
 
 
-def _start_playbook(inventory: Path) -> subprocess.Popen:
+def _start_playbook(inventory: Path, **extra_vars) -> subprocess.Popen:
     """ansible-playbook as a user starts it in a terminal: its own process group, which Ctrl-C signals whole."""
+    variables = {"guard_lease": LEASE_S, "adopted_args": BASELINE, "candidate_args": CANDIDATE, **extra_vars}
     command = [str(Path(sys.executable).parent / "ansible-playbook"), str(PLAYBOOK), "-i", str(inventory),
-               "-e", json.dumps({"guard_lease": LEASE_S, "adopted_args": BASELINE, "candidate_args": CANDIDATE})]
+               "-e", json.dumps(variables)]
     env = {**os.environ, "ANSIBLE_CONFIG": str(REPO_ROOT / "ansible.cfg"),
            "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
     return subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
@@ -43,9 +47,21 @@ def _wait_for(predicate, timeout_s: float, what: str) -> float:
     raise AssertionError(f"not within {timeout_s}s: {what}")
 
 
+# The registered modules (work files are named by PID) that run on the sglang venv's python: the bench task's
+# interpreter in guard_interrupt.yml (the server module's deploy, registered too, runs on /usr/bin/python3).
+_SWEEP_PIDS = ('for f in /run/llmops-sglang/work/*.json; do pid=$(basename "$f" .json); '
+               'tr "\\0" " " < /proc/$pid/cmdline 2>/dev/null | grep -q "^/opt/sglang/venv/bin/python" && echo $pid; '
+               'done')
+
+
+def _sweep_pid(fleet, host) -> int | None:
+    """The PID of the candidate's sweep (the bench module) while it runs, else None."""
+    pids = fleet.run(host, "sh", "-c", _SWEEP_PIDS, check=False).stdout.split()
+    return int(pids[0]) if pids and CANDIDATE_FLAG in host_state(fleet, host)[0] else None
+
+
 def _bench_running(fleet, host) -> bool:
-    listed = fleet.run(host, "sh", "-c", "cat /run/llmops-sglang/work/*.json 2>/dev/null", check=False).stdout
-    return '"pid"' in listed and CANDIDATE_FLAG in host_state(fleet, host)[0]
+    return _sweep_pid(fleet, host) is not None
 
 
 @pytest.fixture
@@ -81,6 +97,51 @@ def test_ctrl_c_during_a_candidates_sweep_puts_the_adopted_unit_back(fleet, gpu1
     assert fleet.run(gpu1, "systemctl", "is-enabled", "llmops-guard-sglang.service", check=False).stdout.strip() \
         == "disabled"
     assert "bench" not in fleet.run(gpu1, "ps", "-eo", "args").stdout
+
+
+def test_a_silent_partition_during_a_candidates_sweep_puts_the_adopted_unit_back(fleet, gpu1, adopted_baseline):
+    """Issue 36 item 11: every packet between the controller and the host dropped in the middle of the candidate's
+    sweep, the controller's ssh multiplexed through a ControlMaster (ansible's default). No FIN or RST arrives, so the
+    SSH channel never hangs up; the sweep (long enough to run for hours) stops renewing once its heartbeat goes
+    unacknowledged, and the guard fires a lease later and ends it. Before, the module renewed until TCP keepalive gave
+    up (hours)."""
+    control_dir = Path(tempfile.mkdtemp(prefix="llmops-cm-"))  # short: a ControlPath is a unix socket's path
+    master = control_dir / "gpu1"
+    playbook = _start_playbook(fleet.inventory_file, bench_repeats=100000,
+                               ansible_ssh_args=f"-o ControlMaster=auto -o ControlPersist=60s -o ControlPath={master}")
+    try:
+        try:
+            _wait_for(lambda: _bench_running(fleet, gpu1), 240, "the candidate's sweep started")
+        except AssertionError:
+            _kill(playbook)
+            raise AssertionError(playbook.communicate()[0][-3000:]) from None
+        assert master.is_socket(), "the controller's ssh goes through its ControlMaster"
+        sweep = _sweep_pid(fleet, gpu1)
+        with fleet.partitioned(gpu1):
+            partitioned = time.monotonic()
+            _wait_for(lambda: host_state(fleet, gpu1)[0] == adopted_baseline and host_state(fleet, gpu1)[2] == "active"
+                      and http_status(fleet, gpu1, 30000) == 200, LEASE_S + 90, "the adopted unit serves again")
+            restored_after = time.monotonic() - partitioned
+            print(f"adopted configuration serving again {restored_after:.1f}s after the partition (lease {LEASE_S}s)")
+            assert playbook.poll() is None, "the controller was told nothing either: a partition, not a hang-up"
+            _kill(playbook)  # before the partition heals: nothing of this run may reach the host afterwards
+        assert restored_after < LEASE_S + 90
+        record = fleet.run(gpu1, "cat", "/var/lib/llmops-sglang/guard/sglang.restored.json").stdout
+        assert '"action": "restart"' in record and "guard-interrupt-test" in record
+        assert fleet.run(gpu1, "test", "-e", f"/proc/{sweep}", check=False).returncode != 0, "the guard ended the sweep"
+    finally:
+        _kill(playbook)
+        subprocess.run(["ssh", "-o", f"ControlPath={master}", "-O", "exit", "gpu1"], capture_output=True, check=False)
+        shutil.rmtree(control_dir, ignore_errors=True)
+    assert fleet.port_state(gpu1) == "forwarding", "the partition outlived its test"
+    with socket.create_connection((gpu1.address, 22), timeout=10) as ssh:
+        assert ssh.recv(4) == b"SSH-", "the host is reachable again"
+
+
+def _kill(playbook: subprocess.Popen) -> None:
+    if playbook.poll() is None:
+        os.killpg(playbook.pid, signal.SIGKILL)
+        playbook.wait()
 
 
 def test_a_finished_stage_disarms_and_nothing_is_restored(fleet, gpu1, runner, adopted_baseline):

@@ -7,6 +7,7 @@ on a bridge, so Ansible reaches it over plain SSH exactly like a GPU server. Sta
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,6 +16,7 @@ import socket
 import subprocess
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -338,6 +340,27 @@ class Fleet:
     def run(self, host: SandboxHost, *argv: str, check: bool = True) -> subprocess.CompletedProcess:
         """Run a command inside ``host`` (all its namespaces), for test assertions."""
         return _in_host(host.pid, *argv, check=check)
+
+    @contextlib.contextmanager
+    def partitioned(self, host: SandboxHost) -> Iterator[None]:
+        """``host`` cut off from this machine (the controller) in silence, as a failed switch or a firewall that drops
+        its packets cuts a server off: its port on the bridge disabled, so no packet gets through either way and
+        neither side is told (both ends of the veth keep their carrier: no RST, no ICMP, no local error). The port
+        forwards again afterwards, whatever happened inside."""
+        self._set_port_state(host, 0)
+        try:
+            yield
+        finally:
+            self._set_port_state(host, 3)
+
+    def port_state(self, host: SandboxHost) -> str:
+        """The state of ``host``'s port on the bridge (``forwarding`` when packets get through)."""
+        link = json.loads(_run("ip", "-j", "-d", "link", "show", "dev", self._veth(host)).stdout)[0]
+        return link["linkinfo"]["info_slave_data"]["state"]
+
+    def _set_port_state(self, host: SandboxHost, state: int) -> None:
+        # `bridge link set` (iproute2): `ip link set ... type bridge_slave state` is accepted and changes nothing.
+        _run("bridge", "link", "set", "dev", self._veth(host), "state", str(state))
 
     def isolation_breaches(self) -> list[str]:
         """Write a probe file inside every host in each directory a host has a private layer over, and

@@ -17,7 +17,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils import server_guard_
 from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import (
     HOLDER_ENV, controller_connected, guard_lock, guard_unit_text, lock_path, read_json, renew_leases,
     snapshot_files, write_json)
+from ansible_collections.llmops.sglang.plugins.module_utils.controller_link import HEARTBEAT
 from ansible_collections.llmops.sglang.plugins.modules import server_guard as guard_module
+from tests.unit.tcp_tables import ACKNOWLEDGED, LISTENER, PARTITIONED, SSH_CONNECTION, write_table
 
 REPO_ROOT = Path(__file__).resolve().parents[4]
 
@@ -111,6 +113,47 @@ def test_a_module_whose_controller_went_away_ends_itself_and_its_tuner(tmp_path)
         time.sleep(0.1)
     assert not _alive(tuner_pid), "the tuner's process group must end with its module"
     assert list(work_dir.iterdir()) == []
+
+
+def test_a_silent_controller_gets_no_renewal_until_it_acknowledges_again(tmp_path):
+    """Issue 36 item 11: a silent partition never hangs the SSH channel up, so stdout stays connected. The module's
+    SSH connection (SSH_CONNECTION) is looked up in a kernel table the test writes: while the table shows the
+    connection retransmitting, the lease is not renewed and the module keeps working (a partition shorter than the
+    lease costs nothing); acknowledged again, renewals resume. Heartbeats go to stderr, never into the result."""
+    root, table = tmp_path / "guard", tmp_path / "tcp"
+    state = _arm(root, "sglang", 600, time.time() + 600)
+    write_table(table, LISTENER, ACKNOWLEDGED)
+    child = textwrap.dedent(f"""
+        import time
+        from ansible_collections.llmops.sglang.plugins.module_utils.server_guard import guarded_work
+        with guarded_work(root={str(root)!r}, work_dir={str(tmp_path / "work")!r}, every_s=0.1,
+                          tables=({str(table)!r},)):
+            print("working", flush=True)
+            time.sleep(120)
+        """)
+    env = {**os.environ, HOLDER_ENV: "R/flags", "SSH_CONNECTION": SSH_CONNECTION}
+    proc = subprocess.Popen([sys.executable, "-c", child], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                            cwd=REPO_ROOT / "collections")
+    try:
+        assert proc.stdout.readline() == b"working\n"
+
+        def expires_after_ticks(ticks: int) -> float:
+            """The lease once ``ticks`` more heartbeats came (each tick decides, renews or not, then beats): after two,
+            every tick in between read the table as it is now."""
+            assert proc.stderr.read(ticks) == HEARTBEAT * ticks, "only heartbeats on stderr"
+            return json.loads(state.read_text())["expires_at"]
+
+        acknowledged = expires_after_ticks(2)
+        assert expires_after_ticks(2) > acknowledged, "renews while the controller acknowledges"
+        write_table(table, LISTENER, PARTITIONED)
+        silent = expires_after_ticks(2)
+        assert expires_after_ticks(5) == silent, "no renewal while the controller is silent"
+        assert proc.poll() is None, "the module keeps working: its stdout is still connected"
+        write_table(table, LISTENER, ACKNOWLEDGED)
+        assert expires_after_ticks(2) > silent, "renewals resume once the controller acknowledges again"
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def _alive(pid: int) -> bool:
