@@ -148,7 +148,7 @@ def test_a_host_with_another_gpu_is_skipped_with_the_reason(rollout):
 def test_a_failing_restart_stops_the_rollout_and_is_rolled_back(rollout, fleet, hosts):
     _, gpu2, gpu3 = hosts
     assert rollout["result"].status == "failed"
-    assert "rollout stopped at gpu2" in rollout["result"].stdout
+    assert "rollout stopped in batch 2 at gpu2" in rollout["result"].stdout
     record = rollout["summary"]["hosts"]["gpu2"]
     assert record["status"] == "failed" and record["rolled_back"] is True
     assert "Not enough memory" in record["reason"] or "failed to start" in record["reason"], record["reason"]
