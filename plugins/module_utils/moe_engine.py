@@ -1260,7 +1260,8 @@ class Engine:
         self.pending_checks[m] = {
             "pick": pick, "timed": {k: sum(m in by_m for by_m in self.screen[k].values()) for k in kernels},
             "default": {k: self.defaults[k][m] for k in kernels},
-            "default_us": {k: times[k].get(self.defaults[k][m]) for k in kernels}, "rel_error": {}}
+            "default_us": {k: times[k].get(self.defaults[k][m]) for k in kernels}, "rel_error": {},
+            "final_us": times}  # every finalist's time: why the pick won (a miss is diagnosed from it)
         for each in kernels:
             key = pick[each]
             self.backlog.appendleft(("check", {"id": f"{each}/{m}/check", "kernel": each, "m": m, "key": key,

@@ -153,6 +153,10 @@ def test_picks_are_candidates_and_share_block_size_m(tuned: dict[str, Any]) -> N
         assert up["BLOCK_SIZE_M"] == down["BLOCK_SIZE_M"]
         assert set(up) == set(moe_engine.CONFIG_KEYS)
         assert result["per_m"][str(m)]["rel_error"]["up"] < 2e-3
+        final = result["per_m"][str(m)]["final_us"]
+        for kernel in KERNELS:  # the pick is among the finalists, with the time the joint pick used
+            key = moe_engine.config_key(result["files"][kernel]["configs"][str(m)])
+            assert final[kernel][key] == result["per_m"][str(m)]["pick"][f"{kernel}_us"]
 
 
 def _default(m: int) -> dict:
