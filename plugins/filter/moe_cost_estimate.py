@@ -18,9 +18,9 @@ description:
   - The deployment's GPUs (from O(facts), else O(requested_args), else C(CUDA_VISIBLE_DEVICES) of O(environment))
     are held for all of it. docs/run-directory.md ("MoE estimate") has the sources of the per-config cost.
   - With O(engine=llmops) the engine's own model instead (docs/moe-engine.md, "What it costs") - one run tunes both
-    kernels, starting its processes (28.9 s), compiling the Triton variants its stages build on the plan's
-    C(compile_workers) (0.88 variants per config and kernel, 0.611 core-seconds each) and timing each (config, batch
-    size, kernel) on the plan's GPUs (1.5 ms), all measured on an H100 (benchmarks/results/moe_engine_gpu.json);
+    kernels, starting its processes (33.5 s), compiling the Triton variants its stages build on the plan's
+    C(compile_workers) (0.90 variants per config and kernel, 0.406 core-seconds each) and timing each (config, batch
+    size, kernel) on the plan's GPUs (0.86 ms), all measured on an H100 (benchmarks/results/moe_engine_gpu.json);
     nothing when the plan's C(cache) is a hit.
 author:
   - llmops.sglang contributors (@llmops)

@@ -236,17 +236,18 @@ def _estimate_text(estimate: dict, configs: int) -> str:
 
 
 # The engine's cost (engine: llmops, docs/moe-engine.md "What it costs"), from its run on an NVIDIA H100 80GB HBM3
-# (benchmarks/results/moe_engine_gpu.json, 2026-12-06: Qwen3.5-122B-A10B at TP4, 624 configs x SGLang's 18 batch sizes
-# x up and down, staged compiles, 15 compile workers, one GPU): 28.9 s to start its processes (importing torch and the
-# release in each), 1,103 compiles that built 1,095 Triton specialisations ("variants") in 668.8 compile core-seconds,
-# 107.9 s wall in all. Compiles are spread over the compile workers; the rest of the wall time is timing, per
-# (config, batch size, kernel) on one GPU (the leaders are re-timed, so it includes the refinement).
-ENGINE_START_S = 28.9
-ENGINE_VARIANTS_PER_CONFIG = 1095 / (624 * 2)            # 0.88 per config and kernel: staged, not 3 classes each
-ENGINE_COMPILE_CORE_S_PER_VARIANT = 668.8 / 1095         # 0.611 core-seconds
-ENGINE_TIMING_S_PER_POINT = (107.9 - ENGINE_START_S - 668.8 / 15) / (624 * 18 * 2)  # 1.5 ms per (config, M, kernel)
-ENGINE_COST_SOURCE = ("benchmarks/results/moe_engine_gpu.json, NVIDIA H100 80GB HBM3: 28.9 s start, 1,095 variants, "
-                      "668.8 compile core-s, 107.9 s wall on 15 workers for 624 configs x 18 batch sizes x up+down")
+# (benchmarks/results/moe_engine_gpu.json, 2026-12-07: Qwen3.5-122B-A10B at TP4, 624 configs x SGLang's 18 batch sizes
+# x up and down, staged compiles, 15 compile workers, one GPU): 33.5 s until the first compile (the fork server's
+# preload, 10.8 s, initialised CUDA on that host, so the workers were spawned after it, each importing torch and the
+# release), 1,129 compiles that built 1,123 Triton specialisations ("variants") in 456.3 compile core-seconds, 83.3 s
+# wall in all. Compiles are spread over the compile workers; the rest of the wall time is timing, per (config, batch
+# size, kernel) on one GPU (the leaders are re-timed, so it includes the refinement).
+ENGINE_START_S = 33.5
+ENGINE_VARIANTS_PER_CONFIG = 1123 / (624 * 2)            # 0.90 per config and kernel: staged, not 3 classes each
+ENGINE_COMPILE_CORE_S_PER_VARIANT = 456.3 / 1123         # 0.406 core-seconds
+ENGINE_TIMING_S_PER_POINT = (83.3 - ENGINE_START_S - 456.3 / 15) / (624 * 18 * 2)  # 0.86 ms per (config, M, kernel)
+ENGINE_COST_SOURCE = ("benchmarks/results/moe_engine_gpu.json, NVIDIA H100 80GB HBM3: 33.5 s start, 1,123 variants, "
+                      "456.3 compile core-s, 83.3 s wall on 15 workers for 624 configs x 18 batch sizes x up+down")
 
 
 def moe_engine_estimate(plan: dict, *, gpus: int, down: bool, measurement_s: float | None = None) -> dict[str, t.Any]:
