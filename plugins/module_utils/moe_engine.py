@@ -132,6 +132,15 @@ def refine_set(times: dict[str, float], share: float, minimum: int, per_block_m:
     return sorted(keep, key=lambda key: times[key])
 
 
+def with_twins(keys: list[str], times: dict[str, float]) -> list[str]:
+    """``keys`` and, after them, their ``GROUP_SIZE_M`` twins (same ``family``) among ``times``, the configs screened
+    at one batch size: the refinement's graph replays compare twins directly, where a screen's four eager launches
+    ranked them wrongly (an H100 run picked the ``GROUP_SIZE_M=1`` twin of the best config at M=4096, 1.6% slower,
+    when the best had been screened but not refined)."""
+    families = {family(key) for key in keys}
+    return keys + [key for key in times if family(key) in families and key not in keys]
+
+
 def family(key: str) -> str:
     """A config's key without GROUP_SIZE_M. GROUP_SIZE_M only reorders the kernel's blocks (their L2 reuse), so
     configs of one family rank alike wherever the others are slow: the engine screens one per family first and the
@@ -1162,7 +1171,7 @@ class Engine:
             if all(m in settled for settled in self.settled.values()):
                 for each in self.job["kernels"]:
                     times = {key: by_m[m] for key, by_m in self.screen[each].items() if m in by_m}
-                    keys = refine_set(times, self.timing["refine_share"], self.timing["refine_min"])
+                    keys = with_twins(refine_set(times, self.timing["refine_share"], self.timing["refine_min"]), times)
                     if self.defaults[each][m] in times:
                         keys.append(self.defaults[each][m])
                     self.backlog.append(self._refine_task(each, m, keys, rounds=1, final=False))

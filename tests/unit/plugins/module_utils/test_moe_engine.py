@@ -20,7 +20,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils import moe_engine
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_engine import (
     CONFIG_KEYS, DEFAULT_TIMING, JobError, batch_size_groups, best_per_block_m, candidates, config_key, family,
     fingerprint, full_config, joint_pick, median, _MainSide, read_checkpoint, refine_set, sglang_file, stage_keys,
-    stage_plan, validate_job, write_json_atomically)
+    stage_plan, validate_job, with_twins, write_json_atomically)
 
 # SGLang's BF16 default configs (get_default_config, CUDA branch): num_warps/num_stages left to Triton.
 DEFAULT_SMALL = {"BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 64, "GROUP_SIZE_M": 1}
@@ -317,3 +317,11 @@ def test_preload_stops_an_import_that_would_initialise_cuda(tmp_path, touching):
     assert report["cuda_initialised"] is False
     assert report["stopped_at"] and report["stopped_at"][-1].startswith(str(tmp_path / "site" / touching) + ":")
     assert KERNEL_MODULE.replace("/", ".")[:-3] not in report["imported"]  # the workers import it themselves
+
+
+def test_with_twins_adds_the_screened_group_size_twins_of_the_refined():
+    times = {"M128_N128_K64_G1_w8_s3": 278.5, "M128_N128_K64_G16_w8_s3": 267.1, "M64_N128_K64_G1_w8_s3": 281.1,
+             "M64_N64_K64_G16_w4_s3": 300.0}
+    assert with_twins(["M128_N128_K64_G1_w8_s3"], times) == ["M128_N128_K64_G1_w8_s3", "M128_N128_K64_G16_w8_s3"]
+    # M64_N128_K64_G16_w8_s3 was not screened at this M: no twin to add
+    assert with_twins(["M64_N128_K64_G1_w8_s3"], times) == ["M64_N128_K64_G1_w8_s3"]
