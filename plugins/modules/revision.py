@@ -194,5 +194,6 @@ def summary(outcome: dict) -> str:
         return f"back on revision {outcome['revision']}, restarted and ready in {outcome['ready_seconds']} s"
     return f"back on revision {outcome['revision']}: {outcome['reason']}"
 
+
 if __name__ == "__main__":
     main()

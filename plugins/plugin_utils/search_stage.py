@@ -307,7 +307,7 @@ class Stage:
             self._write(self.trial_dir(trial["number"]), {
                 record_name("trial"): trial,
                 record_name("decision"): {"adopt": False, "action": "skip", "reasons": [trial["reason"]],
-                                  "summary": f"invalid, not started: {trial['reason']}"}})
+                                          "summary": f"invalid, not started: {trial['reason']}"}})
         if params is None:
             self.state["current"] = None
             self.save(search)
