@@ -27,7 +27,7 @@ options:
   measurement:
     description:
       - A measured candidate of O(stage) on O(host), in the folder where the stage registry says the stage keeps its
-        candidates (C(measurements)): a flag trial's name, a re-verified search candidate's.
+        candidates (C(measurements)), that is a flag trial's name or a re-verified search candidate's.
     type: str
   record:
     description:

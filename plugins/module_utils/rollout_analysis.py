@@ -38,7 +38,7 @@ def sweep_numbers(sweep: dict) -> dict:
         key = str(level.get("concurrency", level.get("request_rate")))
         numbers[key] = {"requests": sum(run.get("requests", 0) for run in runs),
                         "failed": sum(run.get("failed", 0) for run in runs),
-                        **{metric: (summary.get(metric) or {}).get("p99") for metric, _, _ in LATENCIES}}
+                        **{latency[0]: (summary.get(latency[0]) or {}).get("p99") for latency in LATENCIES}}
     return {"levels": numbers, "error": sweep.get("error")}
 
 

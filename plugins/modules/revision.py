@@ -27,8 +27,11 @@ attributes:
     description: Records nothing and restores nothing; V(restored) checks that the revision exists.
     support: full
   diff_mode:
+    description: No diff; the result names the files a restore put back or removed.
     support: none
   platform:
+    description: Linux hosts with systemd.
+    support: full
     platforms: posix
 options:
   name:
