@@ -88,26 +88,29 @@ def test_job_templates_along_the_approved_workflow_path(runner, awx_inventory, e
     artifacts: dict = {}
     # The execution environment's collections path, as its image sets it: llmops.sglang is the installed artifact.
     monkeypatch.setenv("ANSIBLE_COLLECTIONS_PATH", str(ee_collections))
-    for name in path:
-        template = templates[name]
-        # The survey default for tuning_run_root is a path on the AWX job host; here it must stay in the test's tmp.
-        extravars = {**survey_defaults(template["survey"]), **artifacts, "tuning_run_root": str(tmp_path)}
-        result = runner.run(REPO_ROOT / template["playbook"], extravars, inventory=awx_inventory)
-        assert result.status == "successful", f"{name}: {result.stdout[-4000:]}"
-        roles = {task_file for task_file in task_paths(result) if "/roles/" in task_file}
-        assert roles and all(task_file.startswith(f"{ee_collections}/ansible_collections/llmops/sglang/roles/")
-                             for task_file in roles), f"{name} ran roles from outside the installed artifact: {roles}"
-        published = result.artifacts
-        if template["stage"] == "search":
-            # Off by default: without tuning_run_search the node ends at once and publishes nothing.
-            assert "llmops_search" not in published
-        elif template["stage"] not in ("report", "rollout"):
-            assert published[f"llmops_{template['stage']}"][HOST]["status"] == "done"
-            assert published["run_id"] == artifacts.get("run_id", published["run_id"])
-        artifacts.update(published)
+    try:
+        for name in path:
+            template = templates[name]
+            # The survey default for tuning_run_root is a path on the AWX job host; here it must stay in the test's tmp.
+            extravars = {**survey_defaults(template["survey"]), **artifacts, "tuning_run_root": str(tmp_path)}
+            result = runner.run(REPO_ROOT / template["playbook"], extravars, inventory=awx_inventory)
+            assert result.status == "successful", f"{name}: {result.stdout[-4000:]}"
+            roles = {task_file for task_file in task_paths(result) if "/roles/" in task_file}
+            assert roles and all(task_file.startswith(f"{ee_collections}/ansible_collections/llmops/sglang/roles/")
+                                 for task_file in roles), f"{name} ran roles from outside the installed artifact: {roles}"
+            published = result.artifacts
+            if template["stage"] == "search":
+                # Off by default: without tuning_run_search the node ends at once and publishes nothing.
+                assert "llmops_search" not in published
+            elif template["stage"] not in ("report", "rollout"):
+                assert published[f"llmops_{template['stage']}"][HOST]["status"] == "done"
+                assert published["run_id"] == artifacts.get("run_id", published["run_id"])
+            artifacts.update(published)
+    finally:  # a template that failed must not leave the tuned configs for the next module's tests
+        if "run_id" in artifacts:
+            remove_tuned_configs(fleet, gpu2, tmp_path / artifacts["run_id"], FAST["tuning_run_moe"]["work_dir"])
     run_dir = tmp_path / artifacts["run_id"]
     assert not (run_dir / "search").exists()
-    remove_tuned_configs(fleet, gpu2, run_dir, FAST["tuning_run_moe"]["work_dir"])
     summary = json.loads((run_dir / "summary.json").read_text())
     assert [(d["label"], d["action"]) for d in summary["hosts"][HOST]["decisions"]] == [
         (f"flags: {FUSION}", "revert"), ("moe_tune", "adopt")]
