@@ -265,14 +265,20 @@ def fingerprint(job: dict) -> str:
 
 def read_checkpoint(path: str, expected: str) -> dict:
     """Finished (kernel, M) results and known compile failures of an earlier run of the same job."""
-    try:
-        with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
-    except (OSError, ValueError):
-        return {"fingerprint": expected, "done": {}, "compile": {}}
-    if data.get("fingerprint") != expected:
+    data = read_json(path)
+    if not data or data.get("fingerprint") != expected:
         return {"fingerprint": expected, "done": {}, "compile": {}}
     return data
+
+
+def read_json(path: str) -> dict | None:
+    """A JSON file's content, None where it is missing or unreadable (this program's own copy of the collection's
+    helper: it runs alone on the GPU host and imports nothing of the collection)."""
+    try:
+        with open(path, encoding="utf-8") as handle:
+            return json.load(handle)
+    except (OSError, ValueError):
+        return None
 
 
 def write_json_atomically(path: str, data: dict) -> None:
@@ -880,7 +886,7 @@ def start_pools(job: dict) -> tuple:
                 filter(None, (os.path.dirname(os.path.abspath(__file__)), os.environ.get("PYTHONPATH"))))}):
             probe = ctx.Process(target=fork_probe, args=(job,), daemon=True)
             probe.start()  # returns once the fork server has preloaded and forked
-        record["preload"] = _read_json(report)
+        record["preload"] = read_json(report)
         if (record["preload"] or {}).get("cuda_initialised"):
             probe.kill()
             probe.join(timeout=5)
@@ -928,13 +934,6 @@ def fork_probe(job: dict) -> None:
         sys.stderr.flush()
         os._exit(1)
 
-
-def _read_json(path: str) -> dict | None:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            return json.load(handle)
-    except (OSError, ValueError):
-        return None
 
 
 class _Thread:
@@ -1058,7 +1057,7 @@ class Engine:
             emit("ready", device=facts["name"], gpus=len(self.job["gpus"]))
             self._mark("timers_ready")
         elif pool is self.compilers:
-            self.stats["start"]["compile_workers_started"] += 1
+            self.stats["start"]["compile_workers_started"] = self.ready[id(pool)]
             self.stats["start"]["preloaded_compile_workers"] += bool(facts and facts.get("preloaded"))
             if self.ready[id(pool)] == self.job["compile_workers"]:
                 self._mark("compilers_ready")
