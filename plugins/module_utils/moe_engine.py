@@ -935,7 +935,6 @@ def fork_probe(job: dict) -> None:
         os._exit(1)
 
 
-
 class _Thread:
     """``target(*args)`` in a thread; ``result()`` waits for it and returns its value or raises its exception."""
 
