@@ -1488,7 +1488,7 @@ def run_fleet(job: dict, address: str) -> dict:
         cluster = {"address": address, "gpus": sum(node["gpus"] for node in nodes),
                    "nodes": [{key: node[key] for key in ("ip", "host", "gpus")} for node in nodes]}
         emit("fleet", address=address, gpus=cluster["gpus"],
-             shards=[{"ip": node["ip"], "gpus": node["gpus"], "batch_sizes": sizes} for node, sizes in zip(nodes, parts)])
+             shards=[{"name": node["name"], "gpus": node["gpus"], "batch_sizes": sizes} for node, sizes in zip(nodes, parts)])
         with open(os.path.abspath(__file__), encoding="utf-8") as handle:
             source = handle.read()
         task = ray.remote(shard_task)
