@@ -147,7 +147,8 @@ def _engine_failure(plan: dict, chunk: list[int], run, run_dir: str) -> TuneErro
     tail = log_tail(run)
     return TuneError(
         f"the MoE engine {what} while tuning batch sizes {chunk}; the engine keeps every finished batch size in "
-        f"{plan['engine_work_dir']} and a rerun resumes there; nothing was written to {plan['output_file']}. "
+        f"{plan['engine_work_dir']} (on a Ray cluster in shards/<node address> there, on each node) and a rerun "
+        f"resumes there; nothing was written to {plan['output_file']}. "
         f"Log tail:\n{tail}",
         batch_sizes_done=[size for size in plan["batch_sizes"] if str(size) in done], log_tail=tail,
         log_dir=run_dir, failed_runs=[{"batch_sizes": chunk, "device": None, "log_dir": run_dir}])

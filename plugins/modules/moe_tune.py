@@ -19,7 +19,7 @@ description:
   - With O(engine=llmops) and C(RAY_ADDRESS) in O(environment) (a Ray cluster of tuning hosts, the MoE stage's
     C(tuning_run_moe.tune_hosts)) the engine shards the batch sizes over the cluster's GPU nodes - contiguous shares
     of the sorted batch sizes balanced by each node's GPUs, one Ray task pinned to each node with all of its GPUs,
-    running the engine there in C(<work_dir>/engine/<file>/shards/<node address>) (its checkpoint: a rerun resumes
+    running the engine there in C(<work_dir>/engine/<file>/shards/<node address>) (its checkpoint, so a rerun resumes
     per node) - and merges their results into one; RV(placements) says where each shard ran. Every node needs the
     SGLang installation at the O(python) path the Ray node runs. A failed shard fails the task naming its node.
   - O(engine=sglang) runs SGLang's tuner from the host's SGLang source checkout with the SGLang venv's python. V(up) uses
