@@ -1577,6 +1577,8 @@ def shard_task(source: str, job: dict) -> dict:
     env = {name: value for name, value in os.environ.items() if name != "RAY_ADDRESS"}
     log = os.path.join(job["work_dir"], "engine.log")
     with open(log, "w", encoding="utf-8") as out:
+        # A raw Popen (this runs in a Ray worker, no AnsibleModule): its own process group, so a cancel ends all of it.
+        # pylint: disable-next=ansible-bad-function
         proc = subprocess.Popen([sys.executable, program, job_path], stdout=out, stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True, cwd=job["work_dir"])
         try:
