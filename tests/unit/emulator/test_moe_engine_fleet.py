@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from ray import cluster_utils as ray_cluster_utils  # the project's test dependency (pyproject.toml)
 
 from tests.unit.emulator.test_moe_engine_emulated import EMULATOR, make_job, run_engine, space, write_profile
 
-ray_cluster_utils = pytest.importorskip("ray.cluster_utils")
 SIZES = [1, 16, 64, 512, 1024, 2048]
 
 
