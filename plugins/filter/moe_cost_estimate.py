@@ -20,8 +20,8 @@ description:
   - With O(engine=llmops) the engine's own model instead (docs/moe-engine.md, "What it costs") - one run tunes both
     kernels, starting its processes (33.5 s), compiling the Triton variants its stages build on the plan's
     C(compile_workers) (0.90 variants per config and kernel, 0.406 core-seconds each) and timing each (config, batch
-    size, kernel) on the plan's GPUs (0.86 ms), all measured on an H100 (benchmarks/results/moe_engine_gpu.json);
-    nothing when the plan's C(cache) is a hit.
+    size, kernel) on the plan's GPUs, or on O(engine_gpus) of a Ray cluster (0.86 ms), all measured on an H100
+    (benchmarks/results/moe_engine_gpu.json); nothing when the plan's C(cache) is a hit.
 author:
   - llmops.sglang contributors (@llmops)
 options:
@@ -31,6 +31,11 @@ options:
     required: true
   workers:
     description: GPUs the tuner spreads the batch sizes over (default the plan's C(chunk_size)).
+    type: int
+  engine_gpus:
+    description:
+      - For O(engine=llmops), the GPUs the engine times on - on a Ray cluster of tuning hosts (C(RAY_ADDRESS)) every
+        GPU of every host, whose nodes each tune a share of the batch sizes; default the plan's C(devices) (one host).
     type: int
   engine:
     description: The plan's engine (M(llmops.sglang.moe_tune) O(engine)); V(llmops) uses the engine's cost model.
@@ -91,14 +96,16 @@ from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space imp
 
 
 def moe_cost_estimate(plan, workers=None, down=False, block_shape=None, seconds_per_config=None,
-                      reference_cost=None, facts=None, requested_args=None, environment=None, engine="sglang"):
+                      reference_cost=None, facts=None, requested_args=None, environment=None, engine="sglang",
+                      engine_gpus=None):
     if not isinstance(plan, dict) or "search_space" not in plan or "batch_sizes" not in plan:
         raise AnsibleFilterError("moe_cost_estimate: the input must be the moe_tune result of the up kernel's plan "
                                  "(check mode), with search_space and batch_sizes")
     gpus = deployment_gpus(facts, requested_args, environment)[0] or 0
     measurement = (reference_cost or {}).get("real_s")
     if engine == "llmops":
-        return moe_engine_estimate(plan, gpus=gpus, down=bool(down), measurement_s=measurement)
+        return moe_engine_estimate(plan, gpus=gpus, down=bool(down), measurement_s=measurement,
+                                   engine_gpus=int(engine_gpus) if engine_gpus else None)
     return moe_estimate(plan, gpus=gpus, workers=int(workers or plan.get("chunk_size") or 1),
                         down_candidates=down_candidate_count(block_shape) if down else None,
                         seconds_per_config=float(seconds_per_config or SECONDS_PER_CONFIG), measurement_s=measurement)

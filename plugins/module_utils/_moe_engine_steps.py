@@ -83,7 +83,7 @@ def run_engine(module, plan: dict, chunk: list[int], timeout_s: float, on_start)
     configs = read_checkpoint(plan["checkpoint"], plan["fingerprint"])[0]
     return {"changed": True, "done": len([size for size in plan["batch_sizes"] if str(size) in configs]),
             "tuner_seconds": result["wall_s"], "seconds": round(run.seconds, 1),
-            "placement": {"batch_sizes": chunk, "gpus_used": result["gpus"], "devices": plan["devices"]},
+            "placement": engine_placement(result, chunk, plan["devices"]),
             "engine": engine_summary(result, plan["kernel"]),
             # For the controller's cache: every kernel's file of this run and what it was tuned with.
             "engine_files": result["files"], "engine_host": result_host_parts(result)}
@@ -97,6 +97,25 @@ def install_cached(plan: dict, configs: dict, sizes: list[int]) -> dict:
     done = read_checkpoint(plan["checkpoint"], plan["fingerprint"])[0]
     return {"changed": True, "done": len([size for size in plan["batch_sizes"] if str(size) in done]),
             "tuner_seconds": None, "seconds": 0.0, "placement": None}
+
+
+def engine_placement(result: dict, chunk: list[int], devices: list[str]) -> dict:
+    """Where the engine's run worked: this host's devices; on a Ray cluster (the result's ``fleet``) as the SGLang
+    path's placements say it (``cluster_gpus``, ``cluster_hosts``, ``gpus_used``, ``hosts_used``,
+    ``workers_per_host``: the GPUs each host's shard held) and ``shards``: per node its address, Ray's node id and GPU
+    ids as the shard's task saw them, the host name, its batch sizes, wall time and GPU-minutes, its work dir."""
+    fleet = result.get("fleet")
+    if not fleet:
+        return {"batch_sizes": chunk, "gpus_used": result["gpus"], "devices": devices}
+    shards = [{"ip": shard["ip"], "host": shard["ran_on"]["hostname"], "node_id": shard["ran_on"]["node_id"],
+               "gpus": shard["gpus"], "gpu_ids": shard["ran_on"]["gpu_ids"], "batch_sizes": shard["batch_sizes"],
+               "wall_s": shard["wall_s"], "gpu_minutes": shard["gpu_minutes"],
+               "resumed_batch_sizes": shard["resumed_batch_sizes"], "work_dir": shard["ran_on"]["work_dir"]}
+              for shard in fleet["shards"]]
+    return {"batch_sizes": chunk, "ray_address": fleet["address"], "cluster_gpus": fleet["gpus"],
+            "cluster_hosts": sorted(node["ip"] for node in fleet["nodes"]), "gpus_used": result["gpus"],
+            "hosts_used": sorted(shard["ip"] for shard in shards),
+            "workers_per_host": {shard["ip"]: shard["gpus"] for shard in shards}, "shards": shards}
 
 
 def engine_summary(result: dict, kernel: str) -> dict:
@@ -128,7 +147,8 @@ def _engine_failure(plan: dict, chunk: list[int], run, run_dir: str) -> TuneErro
     tail = log_tail(run)
     return TuneError(
         f"the MoE engine {what} while tuning batch sizes {chunk}; the engine keeps every finished batch size in "
-        f"{plan['engine_work_dir']} and a rerun resumes there; nothing was written to {plan['output_file']}. "
+        f"{plan['engine_work_dir']} (on a Ray cluster in shards/<node address> there, on each node) and a rerun "
+        f"resumes there; nothing was written to {plan['output_file']}. "
         f"Log tail:\n{tail}",
         batch_sizes_done=[size for size in plan["batch_sizes"] if str(size) in done], log_tail=tail,
         log_dir=run_dir, failed_runs=[{"batch_sizes": chunk, "device": None, "log_dir": run_dir}])

@@ -149,7 +149,9 @@ def _plan_step(module) -> dict:
     if params["mode"] == "tune":
         # Read once here: the chunk steps deal the down screener's batch sizes over these devices.
         plan["devices"] = _tuner_devices(params["environment"], gpus)
-        plan["chunk_size"] = params["chunk_size"] or _default_chunk_size(params, plan["devices"])
+        # The engine tunes every batch size in one run (_engine_plan), also on a Ray cluster: no Ray probe for it.
+        plan["chunk_size"] = params["chunk_size"] or (
+            len(plan["devices"]) if params["engine"] == "llmops" else _default_chunk_size(params, plan["devices"]))
         if cli["batch_sizes_per_run"] == "one":
             plan["chunk_size"] = 1
             plan["notes"].append(f"{cli['script']} of this SGLang takes one --batch-size per run (no --batch-sizes): "

@@ -250,19 +250,24 @@ ENGINE_COST_SOURCE = ("benchmarks/results/moe_engine_gpu.json, NVIDIA H100 80GB 
                       "456.3 compile core-s, 83.3 s wall on 15 workers for 624 configs x 18 batch sizes x up+down")
 
 
-def moe_engine_estimate(plan: dict, *, gpus: int, down: bool, measurement_s: float | None = None) -> dict[str, t.Any]:
+def moe_engine_estimate(plan: dict, *, gpus: int, down: bool, measurement_s: float | None = None,
+                        engine_gpus: int | None = None) -> dict[str, t.Any]:
     """GPU-minutes the MoE stage will cost with the engine (``engine: llmops``), from the up task's plan in check mode:
     one engine run tunes both kernels (``down``) over the batch sizes still to tune: it starts its processes (S),
     compiles the variants its stages build on the plan's ``compile_workers`` (C = configs x kernels x variants per
     config x core-s / workers) and times every (config, M, kernel) on the plan's GPUs (T = configs x M x kernels x
     s per point / GPUs). A hit in the
     controller's cache (the plan's ``cache``) costs no engine time. The deployment's ``gpus`` are held for all of it.
+    ``engine_gpus``: the GPUs it times on where that is not the plan's ``devices`` - a Ray cluster's, whose nodes each
+    tune a share of the batch sizes, each compiling on its own CPUs (the compile part stays one node's: each node
+    compiles the classes of its share, about what one host compiles for all of them, staged).
     """
     configs = plan["search_space"]["kept"]
     todo = sum(len(chunk) for chunk in plan.get("chunks") or [])
     cache = (plan.get("cache") or {}).get("status")
     kernels = 2 if down else 1
-    workers, engine_gpus = max(plan.get("compile_workers") or 1, 1), max(len(plan.get("devices") or []), 1)
+    workers = max(plan.get("compile_workers") or 1, 1)
+    engine_gpus = max(engine_gpus or len(plan.get("devices") or []), 1)
     runs = bool(todo) and cache != "hit"
     variants = configs * kernels * ENGINE_VARIANTS_PER_CONFIG
     compile_s = variants * ENGINE_COMPILE_CORE_S_PER_VARIANT / workers if runs else 0.0

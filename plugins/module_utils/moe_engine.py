@@ -1350,6 +1350,259 @@ class _MainSide:
         return self.release.file_name(self.job["shape"], kernel)
 
 
+# ---------------------------------------------------------------------------------------------
+# The fleet: the batch sizes sharded over the GPU nodes of a Ray cluster
+# ---------------------------------------------------------------------------------------------
+
+# Seconds a shard's engine keeps of the run's deadline, to write its checkpoint and answer before the driver's ends.
+SHARD_DEADLINE_MARGIN_S = 20.0
+# Seconds the driver waits for the other shards to end once one failed or the deadline came (they are cancelled).
+SHARD_CANCEL_WAIT_S = 30.0
+
+
+def ray_address(job: dict) -> str | None:
+    """The Ray cluster the job runs on: its ``ray_address``, else ``RAY_ADDRESS`` of the environment (as moe_tune
+    passes it to SGLang's tuner). A job that says ``ray_address: null`` (a shard's) runs here."""
+    return job["ray_address"] if "ray_address" in job else (os.environ.get("RAY_ADDRESS") or None)
+
+
+def fleet_nodes(ray_nodes: list[dict]) -> list[dict]:
+    """The cluster's live nodes with GPUs, as ``ray.nodes()`` lists them, in a stable order (by address, then id),
+    so a rerun on the same cluster deals the same batch sizes to the same node and each resumes its checkpoint."""
+    nodes = [{"node_id": node["NodeID"], "ip": node["NodeManagerAddress"], "host": node.get("NodeManagerHostname"),
+              "gpus": int(node["Resources"].get("GPU", 0)), "cpus": int(node["Resources"].get("CPU", 1))}
+             for node in ray_nodes if node.get("Alive") and int(node.get("Resources", {}).get("GPU", 0)) > 0]
+    nodes.sort(key=lambda node: (node["ip"], node["node_id"]))
+    for node in nodes:  # the shard's name (its work dir): the address, numbered where nodes share one
+        same = [other for other in nodes if other["ip"] == node["ip"]]
+        node["name"] = node["ip"] if len(same) == 1 else f"{node['ip']}-{same.index(node) + 1}"
+    return nodes
+
+
+def partition_batch_sizes(sizes: list[int], gpus: list[int], cost=None) -> list[list[int]]:
+    """The sorted batch sizes split into ``len(gpus)`` contiguous parts (some empty where nodes outnumber them), part
+    i for the node with ``gpus[i]`` GPUs, minimising the largest cost per GPU of a part (``cost``: M -> relative
+    cost, default 1 each). Contiguous, because Triton's specialisation classes are contiguous ranges of M
+    (docs/moe-engine.md, "Why it is fast"): a node whose batch sizes span fewer classes compiles fewer binaries,
+    and the joint up/down pick is per M, so any partition of the batch sizes merges exactly."""
+    ordered = sorted(set(sizes))
+    if not gpus or min(gpus) < 1:
+        raise ValueError(f"every node needs at least one GPU, got {gpus}")
+    weight = [float(cost(m)) if cost else 1.0 for m in ordered]
+    prefix = [0.0]
+    for value in weight:
+        prefix.append(prefix[-1] + value)
+    n, k = len(ordered), len(gpus)
+    # best[j][i]: the smallest largest cost per GPU dealing the first i batch sizes to the first j nodes.
+    best = [[math.inf] * (n + 1) for _node in range(k + 1)]
+    cut = [[0] * (n + 1) for _node in range(k + 1)]
+    best[0][0] = 0.0
+    for j in range(1, k + 1):
+        for i in range(n + 1):
+            for p in range(i + 1):
+                value = max(best[j - 1][p], (prefix[i] - prefix[p]) / gpus[j - 1])
+                if value < best[j][i] - 1e-12:
+                    best[j][i], cut[j][i] = value, p
+    parts, i = [], n
+    for j in range(k, 0, -1):
+        parts.append(ordered[cut[j][i]:i])
+        i = cut[j][i]
+    return parts[::-1]
+
+
+def shard_job(job: dict, node: dict, sizes: list[int], deadline_s: float) -> dict:
+    """One node's job: its batch sizes, its own work dir (checkpoint, Triton cache, result) under the job's on that
+    node, keyed by the node's address so a rerun resumes there, compile workers from the node's CPUs (less one per
+    GPU, as on one host), no Ray (it runs where it is); its GPUs are the ones Ray assigns the shard's task."""
+    work = os.path.join(job["work_dir"], "shards", node["name"])
+    return {**job, "batch_sizes": sizes, "work_dir": work, "output": os.path.join(work, "result.json"),
+            "ray_address": None, "gpus": None, "compile_workers": max(1, node["cpus"] - node["gpus"]),
+            "deadline_s": max(1.0, deadline_s)}
+
+
+def merge_results(shards: list[dict], wall_s: float, cluster: dict) -> dict:
+    """One result of the engine's format from the shards' (``{"node": ..., "result": ...}`` each, disjoint batch
+    sizes): files of every kernel with every batch size in order, ``per_m`` of all, ``gpus`` the shards' total,
+    ``gpu_minutes`` their sum, ``wall_s`` the driver's, each node's ``stats`` kept under its address; ``fleet`` says
+    where each shard ran. A shard that tuned on another GPU, Triton or kernel source than the first cannot be merged
+    into one file: ValueError naming its node."""
+    first = shards[0]["result"]
+    same = ("engine_version", "shape", "kernels")
+    for shard in shards[1:]:
+        result, node = shard["result"], shard["node"]
+        differs = [name for name in same if result[name] != first[name]]
+        differs += [f"device.{name}" for name in ("name", "capability") if result["device"][name] != first["device"][name]]
+        differs += [f"release.{name}" for name in ("sglang", "triton", "kernel_source_sha256")
+                    if result["release"].get(name) != first["release"].get(name)]
+        differs += [f"files.{kernel}.name" for kernel in first["kernels"]
+                    if result["files"][kernel]["name"] != first["files"][kernel]["name"]]
+        if differs:
+            raise ValueError(f"the shard on {node['ip']} ({node.get('host')}) tuned with other {', '.join(differs)} "
+                             f"than the shard on {shards[0]['node']['ip']}: one file cannot hold both; tune these "
+                             "hosts separately")
+    sizes = sorted(m for shard in shards for m in shard["result"]["batch_sizes"])
+    if len(sizes) != len(set(sizes)):
+        raise ValueError(f"the shards' batch sizes overlap: {sizes}")
+    per_m = {str(m): entry for shard in shards for m, entry in shard["result"]["per_m"].items()}
+    files = {kernel: {"name": first["files"][kernel]["name"],
+                      "configs": {str(m): config for shard in shards
+                                  for m, config in shard["result"]["files"][kernel]["configs"].items()}}
+             for kernel in first["kernels"]}
+    for file in files.values():
+        file["configs"] = {str(m): file["configs"][str(m)] for m in sizes}
+    # Every node compiles the same space on the same GPU model: a config that fails fails on each, counted once.
+    failures: dict[str, int] = {}
+    for shard in shards:
+        for reason, count in shard["result"]["failures"].items():
+            failures[reason] = max(failures.get(reason, 0), count)
+    placed = [{**shard["node"], "batch_sizes": shard["result"]["batch_sizes"], "wall_s": shard["result"]["wall_s"],
+               "gpu_minutes": shard["result"]["gpu_minutes"], "resumed_batch_sizes": shard["result"]["resumed_batch_sizes"]}
+              for shard in shards]
+    return {**{name: first[name] for name in ("engine_version", "device", "release", "shape", "kernels")},
+            "batch_sizes": sizes, "files": files, "per_m": {str(m): per_m[str(m)] for m in sizes},
+            "candidates": {kernel: max(shard["result"]["candidates"][kernel] for shard in shards)
+                           for kernel in first["kernels"]},
+            "failures": failures, "stats": {"shards": {shard["node"]["name"]: shard["result"]["stats"] for shard in shards}},
+            "wall_s": round(wall_s, 1), "gpus": sum(shard["result"]["gpus"] for shard in shards),
+            "gpu_minutes": round(sum(shard["result"]["gpu_minutes"] for shard in shards), 2),
+            "resumed_batch_sizes": sum(shard["result"]["resumed_batch_sizes"] for shard in shards),
+            "fleet": {**cluster, "shards": placed}}
+
+
+def run_fleet(job: dict, address: str) -> dict:
+    """The driver: the batch sizes dealt to the cluster's GPU nodes (``partition_batch_sizes`` by their GPUs), one Ray
+    task per node pinned to it with all of its GPUs, running this program on its shard (``shard_task``); their
+    results merged (``merge_results``). A failed shard fails the run naming its node (its finished batch sizes stay
+    in its checkpoint there); the deadline holds for the whole run."""
+    import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+    start = time.time()
+    deadline = start + job["deadline_s"]
+    ray.init(address=address, logging_level="ERROR", log_to_driver=False)
+    try:
+        nodes = fleet_nodes(ray.nodes())
+        if not nodes:
+            raise JobError(f"job.ray_address: the Ray cluster at {address} has no live node with GPUs")
+        parts = partition_batch_sizes(job["batch_sizes"], [node["gpus"] for node in nodes])
+        cluster = {"address": address, "gpus": sum(node["gpus"] for node in nodes),
+                   "nodes": [{key: node[key] for key in ("ip", "host", "gpus")} for node in nodes]}
+        emit("fleet", address=address, gpus=cluster["gpus"],
+             shards=[{"name": node["name"], "gpus": node["gpus"], "batch_sizes": sizes} for node, sizes in zip(nodes, parts)])
+        with open(os.path.abspath(__file__), encoding="utf-8") as handle:
+            source = handle.read()
+        task = ray.remote(shard_task)
+        pending = {}
+        for node, sizes in zip(nodes, parts):
+            if sizes:
+                strategy = NodeAffinitySchedulingStrategy(node_id=node["node_id"], soft=False)
+                shard = shard_job(job, node, sizes, deadline - time.time() - SHARD_DEADLINE_MARGIN_S)
+                ref = task.options(num_gpus=node["gpus"], num_cpus=1, scheduling_strategy=strategy,
+                                   max_retries=0).remote(source, shard)
+                pending[ref] = node
+        return merge_results(_gather(ray, pending, deadline), time.time() - start, cluster)
+    finally:
+        ray.shutdown()
+
+
+def _gather(ray, pending: dict, deadline: float) -> list[dict]:
+    """Every shard's ``{"node", "result"}``, in the nodes' order; the first failure or the deadline cancels the rest
+    and raises, naming the node."""
+    done, order = [], [node["node_id"] for node in pending.values()]
+    try:
+        while pending:
+            if time.time() > deadline:
+                waiting = ", ".join(node["ip"] for node in pending.values())
+                raise TimeoutError(f"deadline reached with the shards on {waiting} still tuning (each keeps its "
+                                   "finished batch sizes in its checkpoint)")
+            ready, _rest = ray.wait(list(pending), num_returns=1, timeout=min(5.0, max(0.1, deadline - time.time())))
+            for ref in ready:
+                node = pending.pop(ref)
+                try:
+                    answer = ray.get(ref)
+                except Exception as exc:  # noqa: BLE001 - the task or its node died: named with the node
+                    raise RuntimeError(f"the shard on {node['ip']} ({node['host']}) failed in Ray: "
+                                       f"{type(exc).__name__}: {str(exc)[-600:]}") from None
+                # Where the shard ran, as its task saw it: Ray's node and GPU ids, the node's host name, the devices.
+                node = {**node, "ran_on": answer["placement"]}
+                _shard_outcome(node, answer)
+                emit("shard", ip=node["ip"], host=node["host"], batch_sizes=answer["result"]["batch_sizes"],
+                     wall_s=answer["result"]["wall_s"])
+                done.append({"node": node, "result": answer["result"]})
+    except BaseException:
+        for ref in pending:
+            ray.cancel(ref)
+        if pending:
+            ray.wait(list(pending), num_returns=len(pending), timeout=SHARD_CANCEL_WAIT_S)
+        raise
+    return sorted(done, key=lambda shard: order.index(shard["node"]["node_id"]))
+
+
+def _shard_outcome(node: dict, answer: dict) -> None:
+    """Raise what a shard's engine ended with, naming its node (exit 3: its deadline; 2: a bad job)."""
+    if answer["rc"] == 0 and answer["result"] is not None:
+        return
+    where = f"the shard on {node['ip']} ({node['host']}, batch sizes {answer['batch_sizes']})"
+    said = answer["last_event"] or {}
+    detail = said.get("error") or f"exit code {answer['rc']}"
+    message = (f"{where}: {detail}; its finished batch sizes stay in {answer['work_dir']} on that node and a rerun "
+               f"resumes there. Log tail:\n{answer['log_tail']}")
+    if answer["rc"] == EXIT_DEADLINE:
+        raise TimeoutError(message)
+    if answer["rc"] == EXIT_BAD_JOB:
+        raise JobError(message)
+    raise RuntimeError(message)
+
+
+def shard_task(source: str, job: dict) -> dict:
+    """A Ray task on one node: this program (``source``, shipped with the task) run on the shard's job as its own
+    process group with the GPUs Ray assigned the task (``CUDA_VISIBLE_DEVICES`` Ray set), the node's python (the
+    one that runs the Ray node, the SGLang installation's); the shard's result and where it ran. A cancelled task
+    ends the engine's process group (its checkpoint already holds every finished batch size)."""
+    import signal
+    import socket
+    import subprocess
+
+    import ray
+
+    gpus = [entry.strip() for entry in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if entry.strip()]
+    job = {**job, "gpus": gpus or [str(gpu) for gpu in ray.get_gpu_ids()]}
+    os.makedirs(job["work_dir"], exist_ok=True)
+    program, job_path = os.path.join(job["work_dir"], f"{PROGRAM}.py"), os.path.join(job["work_dir"], "job.json")
+    for path, content in ((program, source), (job_path, json.dumps(job, indent=1))):
+        tmp = f"{path}.tmp.{os.getpid()}"
+        with open(tmp, "w", encoding="utf-8") as handle:
+            handle.write(content)
+        os.replace(tmp, path)
+    env = {name: value for name, value in os.environ.items() if name != "RAY_ADDRESS"}
+    log = os.path.join(job["work_dir"], "engine.log")
+    with open(log, "w", encoding="utf-8") as out:
+        # A raw Popen (this runs in a Ray worker, no AnsibleModule): its own process group, so a cancel ends all of it.
+        # pylint: disable-next=ansible-bad-function
+        proc = subprocess.Popen([sys.executable, program, job_path], stdout=out, stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True, cwd=job["work_dir"])
+        try:
+            rc = proc.wait()
+        except BaseException:  # cancelled (KeyboardInterrupt) or the worker is ending: the engine goes with it
+            for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 5)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    proc.wait(timeout=wait)
+                    break
+            raise
+    with open(log, encoding="utf-8", errors="replace") as handle:
+        lines = handle.read().splitlines()
+    events = [json.loads(line) for line in lines if line.startswith('{"event"')]
+    context = ray.get_runtime_context()
+    return {"rc": rc, "result": read_json(job["output"]) if rc == 0 else None, "batch_sizes": job["batch_sizes"],
+            "work_dir": job["work_dir"], "last_event": events[-1] if events else None,
+            "log_tail": "\n".join(lines[-30:]),
+            "placement": {"node_id": context.get_node_id(), "ip": ray.util.get_node_ip_address(),
+                          "hostname": socket.gethostname(), "gpu_ids": [str(gpu) for gpu in ray.get_gpu_ids()],
+                          "devices": job["gpus"], "work_dir": job["work_dir"]}}
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         sys.stderr.write("usage: moe_engine.py JOB.json\n")
@@ -1360,8 +1613,9 @@ def main(argv: list[str]) -> int:
     except (OSError, ValueError) as exc:
         emit("failed", error=str(exc))
         return EXIT_BAD_JOB
+    address = ray_address(job)
     try:
-        result = Engine(job).run()
+        result = run_fleet(job, address) if address else Engine(job).run()
     except TimeoutError as exc:
         emit("deadline", error=str(exc))
         return EXIT_DEADLINE

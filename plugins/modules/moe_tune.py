@@ -16,6 +16,12 @@ description:
     reference. One run tunes the up and the down kernel together (SGLang makes the down config use the up config's
     C(BLOCK_SIZE_M)) and checkpoints every batch size; the task for either kernel takes its file from that run
     (the second task resumes it). No source checkout is needed. bf16/fp16 kernels only.
+  - With O(engine=llmops) and C(RAY_ADDRESS) in O(environment) (a Ray cluster of tuning hosts, the MoE stage's
+    C(tuning_run_moe.tune_hosts)) the engine shards the batch sizes over the cluster's GPU nodes - contiguous shares
+    of the sorted batch sizes balanced by each node's GPUs, one Ray task pinned to each node with all of its GPUs,
+    running the engine there in C(<work_dir>/engine/<file>/shards/<node address>) (its checkpoint, so a rerun resumes
+    per node) - and merges their results into one; RV(placements) says where each shard ran. Every node needs the
+    SGLang installation at the O(python) path the Ray node runs. A failed shard fails the task naming its node.
   - O(engine=sglang) runs SGLang's tuner from the host's SGLang source checkout with the SGLang venv's python. V(up) uses
     C(tuning_fused_moe_triton.py --tune) (Ray, one worker per GPU), V(down) uses C(tune_down_moe.py) with the up
     kernel's tuned config.
@@ -180,8 +186,8 @@ options:
     type: int
   environment:
     description:
-      - Environment of the tuner, e.g. C(CUDA_VISIBLE_DEVICES), C(RAY_ADDRESS) (join an existing Ray cluster),
-        C(SGLANG_MOE_CONFIG_DIR).
+      - Environment of the tuner, e.g. C(CUDA_VISIBLE_DEVICES), C(RAY_ADDRESS) (join an existing Ray cluster; the
+        engine then shards its batch sizes over the cluster's GPU nodes), C(SGLANG_MOE_CONFIG_DIR).
     type: dict
     default: {}
   timeout:
@@ -314,17 +320,23 @@ placements:
     - For the up kernel empty for a local run (its Ray instance ends with the tuner; all of it ran on this host).
     - For the down kernel one entry per chunk with C(batch_sizes), C(gpus_used) (its processes, one GPU each) and
       C(devices), the C(CUDA_VISIBLE_DEVICES) entry each batch size ran on.
+    - For O(engine=llmops) one entry per engine run - on one host C(batch_sizes), C(gpus_used) and C(devices); on a
+      Ray cluster C(batch_sizes), C(ray_address), C(cluster_gpus), C(cluster_hosts), C(gpus_used) (the GPUs of the
+      nodes that ran a shard), C(hosts_used), C(workers_per_host) (GPUs per node's shard) and C(shards), per node
+      C(ip), C(host) (its host name as the shard's task saw it), C(node_id) and C(gpu_ids) (Ray's), C(gpus),
+      C(batch_sizes), C(wall_s), C(gpu_minutes), C(resumed_batch_sizes) and C(work_dir) (on that node).
   returned: mode=tune
   type: list
   elements: dict
 gpus_used:
   description:
     - The most GPUs one chunk of this task used (RV(placements)), the up tuner's Ray workers or the down screener's
-      processes; null for the up kernel without C(RAY_ADDRESS).
+      processes, or the engine's GPUs (every shard's on a Ray cluster); null for SGLang's up tuner without
+      C(RAY_ADDRESS).
   returned: mode=tune
   type: int
 hosts_used:
-  description: Hosts (IP) whose Ray workers tuned batch sizes in this task (RV(placements)).
+  description: Hosts (IP) whose Ray workers, or the engine's shards, tuned batch sizes in this task (RV(placements)).
   returned: mode=tune
   type: list
   elements: str
@@ -334,8 +346,9 @@ engine:
       batch size was resumed or when the cache answered (RV(cache)).
     - C(per_batch_size) has per M the pick (C(config), C(kernel_us)), the release's default config and its time in
       the same timing (C(default), C(default_us)) and C(speedup); C(failures) counts the configs that failed by
-      reason; C(wall_s), C(gpus) and C(gpu_minutes) what the run cost; C(release) the versions and the hash of the
-      kernel source the configs are valid for.
+      reason; C(wall_s), C(gpus) and C(gpu_minutes) what the run cost (on a Ray cluster the driver's wall time, every
+      shard's GPUs and the sum of the shards' GPU-minutes); C(release) the versions and the hash of the kernel source
+      the configs are valid for.
   returned: mode=tune
   type: dict
 cache:

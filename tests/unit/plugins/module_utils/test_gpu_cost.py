@@ -224,6 +224,16 @@ def test_the_engine_estimate_scales_with_workers_gpus_and_what_is_left_and_a_cac
         {**plan, "cache": {"status": "hit"}}, gpus=4, down=True)["summary"]
 
 
+def test_the_engine_estimate_on_a_ray_cluster_times_on_every_gpu_of_its_hosts():
+    plan = {**H100_ENGINE_PLAN, "chunks": [H100_ENGINE_PLAN["batch_sizes"]]}
+    one = gpu_cost.moe_engine_estimate(plan, gpus=4, down=True)
+    fleet = gpu_cost.moe_engine_estimate(plan, gpus=4, down=True, engine_gpus=12)
+    assert fleet["engine_gpus"] == 12 and "on 12 GPUs" in fleet["summary"]
+    assert abs(fleet["parts_s"]["engine_timing"] - one["parts_s"]["engine_timing"] / 12) <= 0.1
+    assert fleet["parts_s"]["engine_compile"] == one["parts_s"]["engine_compile"]  # each node compiles its share
+    assert abs(fleet["engine_gpu_minutes"] - 12 * fleet["engine_s"] / 60) < 0.02
+
+
 def test_the_engine_run_has_no_seconds_per_config():
     tune_up = {"tuner_seconds": 234.8, "chunk_size": 18, "search_space": {"kept": 624},
                "progress": [{"batch_sizes": H100_ENGINE_PLAN["batch_sizes"]}], "cache": {"status": "miss"}}

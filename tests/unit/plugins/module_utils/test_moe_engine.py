@@ -7,6 +7,7 @@ tests/unit/emulator/test_moe_engine_emulated.py.
 """
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import os
@@ -325,3 +326,130 @@ def test_with_twins_adds_the_screened_group_size_twins_of_the_refined():
     assert with_twins(["M128_N128_K64_G1_w8_s3"], times) == ["M128_N128_K64_G1_w8_s3", "M128_N128_K64_G16_w8_s3"]
     # M64_N128_K64_G16_w8_s3 was not screened at this M: no twin to add
     assert with_twins(["M64_N128_K64_G1_w8_s3"], times) == ["M64_N128_K64_G1_w8_s3"]
+
+
+# --------------------------------------------------------------------------------------------- the fleet
+
+def ray_node(ip: str, gpus: int, node_id: str, alive: bool = True, cpus: int = 16) -> dict:
+    """One entry of ``ray.nodes()`` (the keys the engine reads)."""
+    return {"NodeID": node_id, "NodeManagerAddress": ip, "NodeManagerHostname": f"host-{ip}", "Alive": alive,
+            "Resources": {"CPU": float(cpus), **({"GPU": float(gpus)} if gpus else {})}}
+
+
+def test_fleet_nodes_are_the_live_gpu_nodes_in_a_stable_order_with_a_name_each():
+    nodes = moe_engine.fleet_nodes([ray_node("10.0.0.3", 4, "c"), ray_node("10.0.0.1", 2, "a"),
+                                    ray_node("10.0.0.2", 0, "cpu-only"), ray_node("10.0.0.4", 4, "dead", alive=False),
+                                    ray_node("10.0.0.1", 1, "b")])
+    assert [(n["ip"], n["node_id"], n["gpus"], n["name"]) for n in nodes] == [
+        ("10.0.0.1", "a", 2, "10.0.0.1-1"), ("10.0.0.1", "b", 1, "10.0.0.1-2"), ("10.0.0.3", "c", 4, "10.0.0.3")]
+    assert nodes[0]["cpus"] == 16 and nodes[0]["host"] == "host-10.0.0.1"
+
+
+def test_partition_is_contiguous_in_batch_size_order_and_balanced_by_gpus():
+    sizes = [1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 256]
+    assert moe_engine.partition_batch_sizes(sizes, [4, 4, 4]) == [sizes[:4], sizes[4:8], sizes[8:]]
+    # A node with twice the GPUs gets twice the batch sizes; unsorted, repeated input is sorted first.
+    parts = moe_engine.partition_batch_sizes(list(reversed(sizes)) + [1], [2, 4])
+    assert parts == [sizes[:4], sizes[4:]]
+    assert [m for part in moe_engine.partition_batch_sizes(sizes, [3, 1, 2]) for m in part] == sizes
+
+
+def test_partition_minimises_the_largest_cost_per_gpu():
+    sizes = [1, 64, 512, 4096]
+    # Cost per batch size, e.g. measured kernel time: the expensive largest M gets a node to itself.
+    cost = {1: 1.0, 64: 1.0, 512: 1.0, 4096: 6.0}
+    assert moe_engine.partition_batch_sizes(sizes, [1, 1], cost.get) == [[1, 64, 512], [4096]]
+    for gpus in ([1, 1, 1], [2, 1], [1, 3], [4, 4, 4, 4]):
+        parts = moe_engine.partition_batch_sizes(sizes, gpus, cost.get)
+        worst = max(sum(cost[m] for m in part) / g for part, g in zip(parts, gpus))
+        brute = min(max(sum(cost[m] for m in sizes[a:b]) / g for (a, b), g in zip(zip(cuts, cuts[1:]), gpus))
+                    for cuts in _cut_points(len(sizes), len(gpus)))
+        assert worst == pytest.approx(brute), (gpus, parts)
+
+
+def _cut_points(n: int, k: int):
+    """Every split of n items into k contiguous (possibly empty) parts, as k + 1 cut points."""
+    for inner in itertools.combinations_with_replacement(range(n + 1), k - 1):
+        yield (0, *inner, n)
+
+
+def test_partition_leaves_nodes_without_work_where_they_outnumber_the_batch_sizes():
+    assert sorted(map(len, moe_engine.partition_batch_sizes([8, 64], [1, 1, 1]))) == [0, 1, 1]
+    with pytest.raises(ValueError, match="at least one GPU"):
+        moe_engine.partition_batch_sizes([8], [1, 0])
+
+
+def test_shard_job_runs_here_in_its_own_work_dir_with_the_nodes_cpus():
+    node = {"name": "10.0.0.3", "ip": "10.0.0.3", "gpus": 4, "cpus": 32}
+    shard = moe_engine.shard_job(validate_job(job(ray_address="10.0.0.1:6379")), node, [64], 120.0)
+    assert shard["ray_address"] is None and moe_engine.ray_address(shard) is None
+    assert shard["work_dir"] == "/tmp/engine/shards/10.0.0.3" and shard["output"] == "/tmp/engine/shards/10.0.0.3/result.json"
+    assert shard["batch_sizes"] == [64] and shard["compile_workers"] == 28 and shard["deadline_s"] == 120.0
+    # What decides the result is the job's: a shard's checkpoint is valid for a rerun of the same job.
+    assert fingerprint(shard) == fingerprint(validate_job(job()))
+
+
+def test_ray_address_from_the_job_else_the_environment(monkeypatch):
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert moe_engine.ray_address(job()) == "10.0.0.1:6379"
+    assert moe_engine.ray_address(job(ray_address="10.0.0.9:6379")) == "10.0.0.9:6379"
+    assert moe_engine.ray_address(job(ray_address=None)) is None
+    monkeypatch.delenv("RAY_ADDRESS")
+    assert moe_engine.ray_address(job()) is None
+
+
+def shard_result(sizes: list[int], wall: float = 10.0, gpus: int = 4, **changes) -> dict:
+    """A shard's result as Engine._result writes it (the fields the merge reads)."""
+    up = {str(m): config(16 if m < 64 else 64) for m in sizes}
+    down = {str(m): config(16 if m < 64 else 64, bn=32) for m in sizes}
+    result = {"engine_version": 1, "shape": dict(SHAPE), "kernels": ["up", "down"], "batch_sizes": sizes,
+              "device": {"name": "NVIDIA H100 80GB HBM3", "capability": [9, 0]},
+              "release": {"sglang": "0.5.23", "triton": "3.6.0", "kernel_source_sha256": "ab" * 32},
+              "files": {"up": {"name": "E=256,N=256.json", "configs": up},
+                        "down": {"name": "E=256,N=256_down.json", "configs": down}},
+              "per_m": {str(m): {"pick": {"up": "u", "down": "d"}} for m in sizes},
+              "candidates": {"up": 624, "down": 624}, "failures": {"up compile:OutOfResources": 12},
+              "stats": {"compiles": len(sizes)}, "wall_s": wall, "gpus": gpus,
+              "gpu_minutes": round(wall * gpus / 60, 2), "resumed_batch_sizes": 0}
+    return {**result, **changes}
+
+
+def fleet_shard(ip: str, sizes: list[int], **changes) -> dict:
+    return {"node": {"ip": ip, "name": ip, "host": f"host-{ip}", "gpus": 4}, "result": shard_result(sizes, **changes)}
+
+
+def test_merge_gives_one_result_of_the_engines_format_with_every_batch_size():
+    shards = [fleet_shard("10.0.0.2", [512, 4096], wall=30.0, resumed_batch_sizes=1),
+              fleet_shard("10.0.0.1", [1, 8, 64], wall=20.0)]
+    merged = moe_engine.merge_results(shards, 31.26, {"address": "10.0.0.1:6379", "gpus": 8, "nodes": []})
+    assert merged["batch_sizes"] == [1, 8, 64, 512, 4096]
+    for kernel in ("up", "down"):
+        assert list(merged["files"][kernel]["configs"]) == ["1", "8", "64", "512", "4096"]
+        assert merged["files"][kernel]["name"] == shards[0]["result"]["files"][kernel]["name"]
+    assert merged["files"]["up"]["configs"]["4096"] == config(64)
+    assert list(merged["per_m"]) == ["1", "8", "64", "512", "4096"]
+    assert merged["gpus"] == 8 and merged["wall_s"] == 31.3 and merged["resumed_batch_sizes"] == 1
+    assert merged["gpu_minutes"] == pytest.approx(2.0 + 1.33)
+    assert merged["failures"] == {"up compile:OutOfResources": 12}  # the same space fails alike on every node
+    assert merged["stats"] == {"shards": {"10.0.0.2": {"compiles": 2}, "10.0.0.1": {"compiles": 3}}}
+    assert [(s["ip"], s["batch_sizes"], s["wall_s"]) for s in merged["fleet"]["shards"]] == [
+        ("10.0.0.2", [512, 4096], 30.0), ("10.0.0.1", [1, 8, 64], 20.0)]
+    assert merged["fleet"]["address"] == "10.0.0.1:6379"
+    for name in ("engine_version", "device", "release", "shape", "kernels", "candidates"):
+        assert merged[name] == shards[0]["result"][name]
+
+
+@pytest.mark.parametrize("changes, named", [
+    ({"device": {"name": "NVIDIA H200", "capability": [9, 0]}}, "device.name"),
+    ({"release": {"sglang": "0.5.23", "triton": "3.5.1", "kernel_source_sha256": "ab" * 32}}, "release.triton"),
+    ({"shape": {**SHAPE, "N": 512}}, "shape"),
+])
+def test_merge_refuses_shards_tuned_on_other_gpus_or_software_naming_the_node(changes, named):
+    shards = [fleet_shard("10.0.0.1", [1, 8]), fleet_shard("10.0.0.2", [64], **changes)]
+    with pytest.raises(ValueError, match=rf"the shard on 10\.0\.0\.2 \(host-10\.0\.0\.2\) tuned with other {named}"):
+        moe_engine.merge_results(shards, 1.0, {})
+
+
+def test_merge_refuses_overlapping_shards():
+    with pytest.raises(ValueError, match="overlap"):
+        moe_engine.merge_results([fleet_shard("10.0.0.1", [1, 8]), fleet_shard("10.0.0.2", [8])], 1.0, {})
