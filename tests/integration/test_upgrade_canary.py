@@ -92,7 +92,8 @@ def test_configs_the_new_release_would_lose_refuse_the_switch_before_anything_ch
     try:
         result, before, run_dir = upgrade("0.5.24", ["gpu1"])
         assert result.status == "failed"
-        assert "upgrade_version: sglang 0.5.24 is not ready on gpu1, so nothing was switched" in result.stdout
+        assert "upgrade_version: sglang 0.5.24 is not ready on gpu1, so nothing was switched" in result.stdout, \
+            result.stdout[-6000:]
         assert f"up {UP}: lost: MISSES it" in result.stdout and "Retune what the prediction lists" in result.stdout
         assert host_state(fleet, gpu1) == before["gpu1"], "the serving unit was not touched, nor restarted"
         assert not (run_dir / "upgrade" / "gpu1" / "canary").exists(), "nothing was measured"
