@@ -9,7 +9,7 @@
 - 0.5.24 with the configs only in the serving venv: it would lose them (not ready), so nothing is switched.
 
 A short workload (C=4, 3 runs of the serving release, 2-4 of the new one). Everything this module put on the hosts is
-removed at the end, and that is asserted.
+removed at the end, and that is asserted. A check-mode run before them changes nothing.
 """
 from __future__ import annotations
 
@@ -60,7 +60,7 @@ def hosts(fleet):
 @pytest.fixture(name="upgrade")
 def upgrade_fixture(runner, fleet, hosts, tmp_path):
     """Serves the old release on the named hosts with ``environment``, then runs upgrade.yml on them."""
-    def run(version: str, names: list[str], environment: dict | None = None, **extravars):
+    def run(version: str, names: list[str], environment: dict | None = None, check: bool = False, **extravars):
         environment = environment or ENVIRONMENT
         deployed = runner.run(SERVER_DEPLOY, {"target": ",".join(names), "sglang_server_args": ARGS,
                                               "sglang_server_environment": environment, "sglang_python": SERVING_PYTHON,
@@ -75,7 +75,7 @@ def upgrade_fixture(runner, fleet, hosts, tmp_path):
                                       "tuning_run_bench": BENCH, "tuning_run_sequential": SEQUENTIAL,
                                       "upgrade_canary_policy": {"latency_limits": LATENCY},
                                       "rollout_analysis": ANALYSIS, "rollout_soak_s": 1, **extravars},
-                            inventory=inventory)
+                            inventory=inventory, check=check)
         return result, before, tmp_path / "runs" / f"upgrade-{version}"
 
     return run
@@ -83,6 +83,14 @@ def upgrade_fixture(runner, fleet, hosts, tmp_path):
 
 def digest(fleet, host, path: str) -> str:
     return hashlib.sha256(fleet.run(host, "cat", path).stdout.encode()).hexdigest()
+
+
+def test_check_mode_measures_switches_and_promotes_nothing(upgrade, fleet, hosts):
+    result, before, _ = upgrade("0.5.23", HOSTS, check=True)
+    assert result.status == "successful", result.stdout[-6000:]
+    assert "check mode: the canary is not measured, so nothing is promoted" in result.stdout
+    assert {h.name: host_state(fleet, h) for h in hosts} == before
+    assert fleet.run(hosts[0], "test", "-e", "/opt/sglang/venvs", check=False).returncode == 1
 
 
 def test_configs_the_new_release_would_lose_refuse_the_switch_before_anything_changes(upgrade, fleet, hosts):
