@@ -31,7 +31,7 @@ def _change_range(comparison: dict) -> str:
     return f" ({low:+.1f}% .. {high:+.1f}% across levels)" if low != high else f" ({low:+.1f}%)"
 
 
-def _throughput_reason(comparison: dict) -> str:
+def throughput_reason(comparison: dict) -> str:
     verdict = comparison["verdict"]
     if verdict == "improved":
         best = max(comparison["levels"], key=lambda level: level.get("change_pct") or 0)
@@ -104,7 +104,7 @@ def decide_trial(comparison: dict, side_effects: dict | None = None, policy: dic
     if not isinstance(comparison, dict) or "verdict" not in comparison:
         raise ValueError("comparison must be the result of compare_sweeps (a mapping with 'verdict')")
     gained = comparison["verdict"] == "improved" and not comparison.get("regressed")
-    reasons = [_throughput_reason(comparison)]
+    reasons = [throughput_reason(comparison)]
     losses = capacity_losses(side_effects)
     reasons += [_capacity_reason(loss, gained) for loss in losses]
     reasons += [_adjustment_reason(entry) for entry in _new_adjustments(side_effects)]

@@ -42,7 +42,7 @@ RECORDS = {
     "provenance": "provenance.json", "cluster": "cluster.json",
     # rollout's and upgrade's
     "rollout": "rollout.json", "release": "release.json", "carry": "carry.json", "prediction": "prediction.json",
-    "prediction_md": "prediction.md",
+    "prediction_md": "prediction.md", "canary": "canary.json", "canary_md": "upgrade.md",
 }
 # What a measured trial records (MEASUREMENT, the verdict on it, its cost), none of which a skipped trial has.
 MEASURED_TRIAL = ("requested_args", "environment", "deploy", "startup_log", "facts", "sweep", "unit", "failure_text",
@@ -50,8 +50,9 @@ MEASURED_TRIAL = ("requested_args", "environment", "deploy", "startup_log", "fac
 # The folders of a stage's host folder besides its measurements: the flag trials, the search's trials and its
 # re-verified candidates (``verify/adopted``: the adopted configuration measured again as their reference).
 TRIALS, VERIFIED, REFERENCE = "trials", "verify", "adopted"
-# Stages of playbooks outside the routine that keep records in the run directory (playbooks/upgrade.yml).
-OTHER_STAGES = ("upgrade",)
+# Stages of playbooks outside the routine that keep records in the run directory, with the folder of their measured
+# configurations, as the registry's ``measurements`` (playbooks/upgrade.yml: the canary's old and new release).
+OTHER_STAGES = {"upgrade": "canary"}
 
 
 def record_name(name: str) -> str:
@@ -87,7 +88,7 @@ def _part(what: str, name: str) -> str:
 
 
 def _measurements(stage: str | None) -> str:
-    folder = stages.get(stage).measurements if stage is not None else None
+    folder = OTHER_STAGES[stage] if stage in OTHER_STAGES else stages.get(stage).measurements if stage is not None else None
     if folder is None:
         raise ValueError(f"stage {stage} keeps its one measurement in its host folder, not one per candidate")
     return folder

@@ -38,7 +38,9 @@ def upgrade_fixture(fleet, gpu1, runner, tmp_path):
     def run(version: str, extravars: dict | None = None, **options):
         extravars = {"upgrade_version": version, "upgrade_wheelhouse": "/srv/wheelhouse",
                      "tuning_run_root": str(tmp_path / "runs"), "run_id": "upgrade-test",
-                     "upgrade_server_args": SERVER_ARGS, "upgrade_moe_config_dir": CONFIG_DIR, **(extravars or {})}
+                     "upgrade_server_args": SERVER_ARGS, "upgrade_moe_config_dir": CONFIG_DIR,
+                     # the install, the prediction and the carry only (test_upgrade_canary.py switches and measures)
+                     "upgrade_canary_ab": False, **(extravars or {})}
         return runner.run(UPGRADE, extravars, inventory=inventory, **options)
 
     yield run

@@ -21,7 +21,7 @@ import yaml
 from ansible_collections.llmops.sglang.plugins.filter import unit_health_url as health_plugin
 
 REPO = Path(__file__).resolve().parents[3]
-ROLLOUT = REPO / "playbooks" / "rollout.yml"
+ROLLOUT = REPO / "playbooks" / "rollout_batches.yml"  # rollout.yml's batches
 UNIT = ("[Service]\nExecStart=/opt/sglang/venv/bin/python /usr/local/libexec/llmops-sglang/sglang_launcher.py "
         "sglang.launch_server --model-path /m --host 10.0.0.5 --port 31000\n")
 

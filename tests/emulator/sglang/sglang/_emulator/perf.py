@@ -16,8 +16,14 @@ import bisect
 from dataclasses import dataclass
 
 from sglang._emulator.model_shape import ModelShape
-from sglang._emulator.profile import Profile
+from sglang._emulator.profile import Profile, emulated_version
 from sglang.srt.server_args import ServerArgs
+
+
+# An emulated throughput regression, not a model of any real release: the future 0.5.24's decode steps take this much
+# longer than the profile's table says, as upgrades that lost throughput did (sgl-project/sglang#5396, #28300), so the
+# upgrade guard's canary has a release to reject (docs/upgrade.md, "In the sandbox").
+RELEASE_DECODE_FACTORS = {"0.5.24": 1.6}
 
 
 @dataclass(frozen=True)
@@ -84,6 +90,7 @@ def build_perf_model(
 ) -> PerfModel:
     effects = profile.flag_effects
     factor = (profile.decode.reference_tp / args.tp_size) ** profile.decode.tp_exponent
+    factor *= RELEASE_DECODE_FACTORS.get(emulated_version(profile), 1.0)
     if args.speculative_algorithm:
         factor *= speculative_step_factor(profile, args)
     if shape.is_moe:

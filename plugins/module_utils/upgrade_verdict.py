@@ -1,0 +1,167 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The upgrade guard's canary verdict (docs/upgrade.md, "The canary"): the new release measured against the serving
+one on the same host and workload, promoted only when it serves at least as well.
+
+An upgrade is not a tuning candidate: it need not be faster, it must not be worse. So the verdict takes the tuning
+stages' own pieces and asks that other question of them: the throughput comparison (sweep_stats.compare_sweeps,
+judged by the sequential rule the bench module stopped on) must show no regressed level; the startup facts diff
+(server_diff.diff_server_facts) must show no capacity drop beyond ``max_capacity_loss_pct`` (max_running_requests,
+KV tokens: decisions.capacity_losses), whatever the throughput did, since a smaller server sheds load a short
+benchmark never reaches; the new server must load every tuned MoE config the old one loaded; and, unless
+``latency_limits`` is null, the error rate and the p99 TTFT and TPOT must stay within the rollout's limits
+(rollout_analysis.analyse). Every crossed limit is a reason to roll back.
+
+Pure: the two measurements (what the tuning_run role's measure.yml keeps), the prediction, the carry and the options
+in; the decision, its evidence and a Markdown report out.
+
+Private to the llmops.sglang collection.
+"""
+from __future__ import annotations
+
+import typing as t
+from pathlib import PurePosixPath
+
+from ansible_collections.llmops.sglang.plugins.module_utils import rollout_analysis
+from ansible_collections.llmops.sglang.plugins.module_utils.decisions import capacity_losses, throughput_reason
+from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
+from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps
+
+# What an operator who dreads upgrades would pick: 10 % fewer concurrent requests or KV tokens is a smaller server,
+# rejected; latency limits as a rollout's (1 % errors, p99 TTFT and TPOT at most 10 % up).
+DEFAULT_OPTIONS = {"max_capacity_loss_pct": 10.0, "latency_limits": {}}
+
+
+def validated_options(options: dict | None) -> dict:
+    """``options`` over the defaults; ValueError naming ``upgrade_canary_policy.<key>`` and the fix."""
+    unknown = sorted(set(options or {}) - set(DEFAULT_OPTIONS))
+    if unknown:
+        raise ValueError(f"upgrade_canary_policy: unknown {', '.join(unknown)} (known: {', '.join(DEFAULT_OPTIONS)})")
+    merged = {**DEFAULT_OPTIONS, **(options or {})}
+    limit = merged["max_capacity_loss_pct"]
+    if not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit < 0:
+        raise ValueError(f"upgrade_canary_policy.max_capacity_loss_pct: a number >= 0 (percent), not {limit!r}")
+    if merged["latency_limits"] is not None:
+        if not isinstance(merged["latency_limits"], dict):
+            raise ValueError("upgrade_canary_policy.latency_limits: a mapping of the rollout analysis' limits, or null "
+                             f"for none, not {merged['latency_limits']!r}")
+        try:
+            merged["latency_limits"] = rollout_analysis.limits_with_defaults(merged["latency_limits"])
+        except ValueError as exc:
+            raise ValueError(f"upgrade_canary_policy.latency_limits: {exc}") from None
+    return merged
+
+
+def judge(old: dict, new: dict, *, compare: dict | None = None, options: dict | None = None) -> dict:
+    """The canary's decision: ``promote`` (bool), ``reasons`` (each limit crossed; empty when promoted), ``notes``
+    (what changed within the limits), ``summary`` (one line), and the evidence: ``comparison``, ``side_effects``,
+    ``analysis`` (latency, None without limits), ``moe_lost`` (config files the new server reports missing and the
+    old one did not), ``options``. ``old`` must be a measurement: without one nothing is compared, so ValueError."""
+    options = validated_options(options)
+    if old.get("failure") or not old.get("sweep"):
+        raise ValueError(f"the serving release's measurement failed, so there is nothing to compare the new release "
+                         f"with: {old.get('failure') or 'no sweep'}")
+    evidence: dict[str, t.Any] = {"comparison": None, "side_effects": None, "analysis": None, "moe_lost": []}
+    reasons: list[str] = []
+    notes: list[str] = []
+    if new.get("failure"):
+        reasons.append(f"the new release failed on the canary: {new['failure']}")
+    else:
+        evidence.update(_evidence(old, new, compare or {}, options))
+        reasons, notes = _reasons(evidence, options)
+    promote = not reasons
+    head = "promote" if promote else "roll back"
+    summary = f"{head}: " + "; ".join(reasons or notes or ["the new release serves as the old one did"])
+    return {"promote": promote, "reasons": reasons, "notes": notes, "summary": summary, **evidence,
+            "options": options}
+
+
+def _evidence(old: dict, new: dict, compare: dict, options: dict) -> dict:
+    old_facts, new_facts = old.get("facts") or {}, new.get("facts") or {}
+    old_missing = {PurePosixPath(path).name for path in old_facts.get("missing_moe_configs") or ()}
+    new_missing = {PurePosixPath(path).name for path in new_facts.get("missing_moe_configs") or ()}
+    limits = options["latency_limits"]
+    return {
+        "comparison": compare_sweeps(old["sweep"], new["sweep"], **compare),
+        "side_effects": diff_server_facts(old_facts, new_facts, old.get("requested_args"), new.get("requested_args")),
+        "analysis": rollout_analysis.analyse(old["sweep"], new["sweep"], limits) if limits is not None else None,
+        "moe_lost": sorted(new_missing - old_missing),
+    }
+
+
+def _reasons(evidence: dict, options: dict) -> tuple[list[str], list[str]]:
+    comparison, reasons, notes = evidence["comparison"], [], []
+    throughput = "throughput " + throughput_reason(comparison)
+    (reasons if comparison["regressed"] else notes).append(throughput)
+    limit = options["max_capacity_loss_pct"]
+    for loss in capacity_losses(evidence["side_effects"]):
+        text = f"capacity dropped {abs(loss['change_pct']):.0f}% ({loss['metric']} {loss['baseline']} -> {loss['candidate']})"
+        if abs(loss["change_pct"]) > limit:
+            reasons.append(f"{text}, beyond the limit of {limit:g}%")
+        else:
+            notes.append(f"{text}, within the limit of {limit:g}%")
+    if evidence["moe_lost"]:
+        reasons.append(f"the new release runs default kernels where the old one loaded tuned MoE configs: "
+                       f"{', '.join(evidence['moe_lost'])}")
+    analysis = evidence["analysis"]
+    if analysis is not None and not analysis["passed"]:
+        reasons.extend(analysis["reasons"])
+    return reasons, notes
+
+
+def report(verdict: dict, prediction: dict, *, host: str, carried: t.Sequence[str] = ()) -> dict:
+    """What the upgrade's record shows about the canary (``canary.json``) and its Markdown (``markdown``): old and new
+    versions, the startup facts diff, the MoE configs found / fallback / missing / carried / to retune, throughput and
+    latency, and the decision."""
+    versions = prediction.get("versions") or {}
+    configs = {
+        "kept": _names(prediction, ("kept", "gained")), "fallback": _names(prediction, ("fallback",)),
+        "missing": _names(prediction, ("lost", "untuned", "error")), "carried": sorted(carried),
+        "retune": [row["file_name"] for row in prediction.get("retune") or ()],
+    }
+    record = {"host": host, "decision": "promote" if verdict["promote"] else "roll back", "summary": verdict["summary"],
+              "reasons": verdict["reasons"], "notes": verdict["notes"],
+              "versions": {side: _version_line(versions.get(side) or {}) for side in ("current", "new")},
+              "configs": configs, "facts_diff": (verdict["side_effects"] or {}).get("summary_lines") or [],
+              "throughput": (verdict["comparison"] or {}).get("table", ""),
+              "latency": _latency_rows(verdict["analysis"])}
+    return {**record, "markdown": _markdown(record)}
+
+
+def _names(prediction: dict, verdicts: tuple[str, ...]) -> list[str]:
+    return [row["file_name"] for row in prediction.get("moe") or () if row["verdict"] in verdicts]
+
+
+def _version_line(versions: dict) -> dict:
+    return {key: versions.get(key) for key in ("sglang", "triton", "torch")}
+
+
+def _latency_rows(analysis: dict | None) -> list[dict]:
+    if not analysis:
+        return []
+    return [{"concurrency": level, **{metric: analysis["levels"][level][metric]
+                                      for metric in ("error_rate", "ttft_ms", "tpot_ms")}}
+            for level in analysis["levels"]]
+
+
+def _markdown(record: dict) -> str:
+    old, new = record["versions"]["current"], record["versions"]["new"]
+    lines = [f"# Upgrade canary: {record['host']}", "", f"**Decision: {record['decision']}.** {record['summary']}", "",
+             "| | serving (old) | new |", "|---|---|---|"]
+    lines += [f"| {key} | {old.get(key) or '-'} | {new.get(key) or '-'} |" for key in ("sglang", "triton", "torch")]
+    lines += ["", "## MoE configs", ""]
+    lines += [f"- {what}: {', '.join(names) or 'none'}" for what, names in record["configs"].items()]
+    lines += ["", "## Startup facts, new against old", ""]
+    lines += [f"- {line}" for line in record["facts_diff"]] or ["- no difference"]
+    lines += ["", "## Throughput (new against old, same host and workload)", "", record["throughput"] or "not measured"]
+    if record["latency"]:
+        lines += ["", "## Latency (p99, ms)", "", "| C | TTFT old | TTFT new | TPOT old | TPOT new | errors new |",
+                  "|---|---|---|---|---|---|"]
+        lines += [f"| {row['concurrency']} | {_ms(row['ttft_ms']['before_p99'])} | {_ms(row['ttft_ms']['after_p99'])} "
+                  f"| {_ms(row['tpot_ms']['before_p99'])} | {_ms(row['tpot_ms']['after_p99'])} "
+                  f"| {row['error_rate']['after']:.1%} |" for row in record["latency"]]
+    return "\n".join(lines) + "\n"
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"

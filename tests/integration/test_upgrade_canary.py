@@ -1,0 +1,164 @@
+"""The upgrade guard's canary and promotion (issue #37 items 4-6) on sandbox hosts serving the demo (emulated SGLang
+0.5.11, Triton 3.6.0, /opt/sglang/venv), each new release installed from the host's wheelhouse by playbooks/upgrade.yml:
+
+- 0.5.23 (Triton 3.6.0) with the tuned configs only in the serving venv's package: carried into the new venv, the
+  canary gpu1 serves as well as before on the same workload, so it is promoted, and gpu2 follows in the rollout's batch;
+- the future 0.5.24 with the tuned configs in a shared SGLANG_MOE_CONFIG_DIR: ready (it falls back to the 3.6.0
+  configs), but its decode is slower (the emulator's per-release regression, RELEASE_DECODE_FACTORS), so the canary is
+  rolled back - the old unit and python serve again, the configs untouched - and the playbook fails saying why;
+- 0.5.24 with the configs only in the serving venv: it would lose them (not ready), so nothing is switched.
+
+A short workload (C=4, 3 runs of the serving release, 2-4 of the new one). Everything this module put on the hosts is
+removed at the end, and that is asserted. A check-mode run before them changes nothing.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from tests.integration.ansible import REPO_ROOT, write_demo_inventory
+from tests.integration.sglang_server import PLAYBOOK as SERVER_DEPLOY, host_state, http_status
+from tests.integration.test_upgrade import DOWN, SERVING_PYTHON, UP, serving_configs, write_tuned
+
+pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
+UPGRADE = REPO_ROOT / "playbooks" / "upgrade.yml"
+HOSTS = ["gpu1", "gpu2"]
+PORT = 30000
+ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
+        "speculative_num_draft_tokens": 4}
+ENVIRONMENT = {"CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+SHARED_DIR = "/var/lib/llmops-sglang/upgrade-canary-moe"
+BENCH = {"concurrency_levels": [4], "repeats": 3, "input_len": 256, "output_len": 48, "endpoint": "completions",
+         "requests_per_level": 16, "warmup_requests": 4, "request_timeout_s": 120}
+SEQUENTIAL = {"min_repeats": 2, "max_repeats": 4, "spending": "obrien_fleming", "futility_spending": "pocock",
+              "beta": 0.2, "stop_on_regression": True, "one_sided_stops": True}
+# p99 latency on this loaded machine moves more than a real server's: the limits leave room for its noise (the
+# 0.5.24 regression is +60 % TPOT), the capacity limit is the default.
+LATENCY = {"max_tpot_p99_increase_pct": 25, "max_ttft_p99_increase_pct": 200}
+ANALYSIS = {"bench": {"concurrency_levels": [4], "requests_per_level": 16, "warmup_requests": 4, "input_len": 256,
+                      "output_len": 48, "endpoint": "completions"}, "limits": LATENCY}
+
+
+@pytest.fixture(scope="module")
+def hosts(fleet):
+    """gpu1 and gpu2; afterwards the services, units, revisions, venvs and configs of this module are gone."""
+    by_name = {h.name: h for h in fleet.hosts()}
+    chosen = [by_name[name] for name in HOSTS]
+    yield chosen
+    for host in chosen:
+        fleet.run(host, "systemctl", "stop", "sglang.service", check=False)
+        fleet.run(host, "systemctl", "disable", "sglang.service", check=False)
+        fleet.run(host, "rm", "-rf", "/var/lib/llmops-sglang", "/etc/systemd/system/sglang.service", "/etc/sglang",
+                  "/opt/sglang/venvs", SHARED_DIR)
+        fleet.run(host, "systemctl", "daemon-reload")
+        assert fleet.run(host, "test", "-e", "/opt/sglang/venvs", check=False).returncode == 1
+        assert fleet.run(host, "systemctl", "is-active", "sglang.service", check=False).stdout.strip() != "active"
+
+
+@pytest.fixture(name="upgrade")
+def upgrade_fixture(runner, fleet, hosts, tmp_path):
+    """Serves the old release on the named hosts with ``environment``, then runs upgrade.yml on them."""
+    def run(version: str, names: list[str], environment: dict | None = None, check: bool = False, **extravars):
+        environment = environment or ENVIRONMENT
+        deployed = runner.run(SERVER_DEPLOY, {"target": ",".join(names), "sglang_server_args": ARGS,
+                                              "sglang_server_environment": environment, "sglang_python": SERVING_PYTHON,
+                                              "sglang_server_ready_timeout": 300})
+        assert deployed.status == "successful", deployed.stdout[-4000:]
+        inventory = write_demo_inventory(tmp_path / f"inventory-{version}", fleet.connection_vars(),
+                                         {h.name: {"ansible_host": h.address} for h in hosts if h.name in names})
+        before = {h.name: host_state(fleet, h) for h in hosts if h.name in names}
+        result = runner.run(UPGRADE, {"upgrade_version": version, "upgrade_wheelhouse": "/srv/wheelhouse",
+                                      "tuning_run_root": str(tmp_path / "runs"), "run_id": f"upgrade-{version}",
+                                      "upgrade_server_args": ARGS, "upgrade_server_environment": environment,
+                                      "tuning_run_bench": BENCH, "tuning_run_sequential": SEQUENTIAL,
+                                      "upgrade_canary_policy": {"latency_limits": LATENCY},
+                                      "rollout_analysis": ANALYSIS, "rollout_soak_s": 1, **extravars},
+                            inventory=inventory, check=check)
+        return result, before, tmp_path / "runs" / f"upgrade-{version}"
+
+    return run
+
+
+def digest(fleet, host, path: str) -> str:
+    return hashlib.sha256(fleet.run(host, "cat", path).stdout.encode()).hexdigest()
+
+
+def test_check_mode_measures_switches_and_promotes_nothing(upgrade, fleet, hosts):
+    result, before, _ = upgrade("0.5.23", HOSTS, check=True)
+    assert result.status == "successful", result.stdout[-6000:]
+    assert "check mode: the canary is not measured, so nothing is promoted" in result.stdout
+    assert {h.name: host_state(fleet, h) for h in hosts} == before
+    assert fleet.run(hosts[0], "test", "-e", "/opt/sglang/venvs", check=False).returncode == 1
+
+
+def test_configs_the_new_release_would_lose_refuse_the_switch_before_anything_changes(upgrade, fleet, hosts):
+    gpu1 = hosts[0]
+    serving = f"{serving_configs(fleet, gpu1)}/triton_3_6_0"
+    write_tuned(fleet, gpu1, serving)
+    try:
+        result, before, run_dir = upgrade("0.5.24", ["gpu1"])
+        assert result.status == "failed"
+        assert "upgrade_version: sglang 0.5.24 is not ready on gpu1, so nothing was switched" in result.stdout, \
+            result.stdout[-6000:]
+        assert f"up {UP}: lost: MISSES it" in result.stdout and "Retune what the prediction lists" in result.stdout
+        assert host_state(fleet, gpu1) == before["gpu1"], "the serving unit was not touched, nor restarted"
+        assert not (run_dir / "upgrade" / "gpu1" / "canary").exists(), "nothing was measured"
+    finally:
+        fleet.run(gpu1, "rm", "-f", f"{serving}/{UP}", f"{serving}/{DOWN}")
+
+
+def test_a_release_that_serves_as_well_is_carried_measured_and_promoted_through_the_fleet(upgrade, fleet, hosts):
+    serving = f"{serving_configs(fleet, hosts[0])}/triton_3_6_0"
+    for host in hosts:  # one payload may back both hosts' serving venvs: written (and removed) on each
+        write_tuned(fleet, host, serving)
+    try:
+        result, before, run_dir = upgrade("0.5.23", HOSTS)
+        assert result.status == "successful", result.stdout[-6000:]
+        canary = json.loads((run_dir / "upgrade" / "gpu1" / "canary.json").read_text())
+        assert canary["promote"] is True, canary["summary"]
+        assert canary["report"]["versions"]["current"]["sglang"] == "0.5.11"
+        assert canary["report"]["versions"]["new"]["sglang"] == "0.5.23"
+        assert canary["report"]["configs"]["carried"] == sorted([UP, DOWN])
+        assert canary["comparison"]["regressed"] == [] and canary["comparison"]["sequential"]
+        assert canary["moe_lost"] == []
+        markdown = (run_dir / "upgrade" / "gpu1" / "upgrade.md").read_text()
+        assert markdown.startswith("# Upgrade canary: gpu1\n\n**Decision: promote.**"), markdown
+        for name in ("old", "new"):
+            assert (run_dir / "upgrade" / "gpu1" / "canary" / name / "sweep.json").is_file()
+        summary = json.loads((run_dir / "rollout" / "summary.json").read_text())
+        assert summary["hosts"]["gpu1"]["status"] == "skipped", summary  # the canary, measured by its A/B
+        assert summary["hosts"]["gpu2"]["status"] == "deployed" and summary["hosts"]["gpu2"]["analysis"]["passed"]
+        for host in hosts:
+            unit, _, active = host_state(fleet, host)
+            assert "/opt/sglang/venvs/0.5.23/bin/python" in unit and active == "active", host.name
+            assert http_status(fleet, host, PORT) == 200
+            carried = fleet.run(host, "sh", "-c", f"ls /opt/sglang/venvs/0.5.23/lib/python3*/site-packages/sglang/srt/"
+                                                  f"layers/moe/moe_runner/triton_utils/configs/triton_3_6_0/").stdout
+            assert UP in carried and DOWN in carried, host.name
+    finally:
+        for host in hosts:
+            fleet.run(host, "rm", "-f", f"{serving}/{UP}", f"{serving}/{DOWN}")
+            fleet.run(host, "rm", "-rf", "/opt/sglang/venvs/0.5.23")
+
+
+def test_a_release_that_regresses_is_rolled_back_on_the_canary_and_nothing_is_lost(upgrade, fleet, hosts):
+    gpu1 = hosts[0]
+    environment = {**ENVIRONMENT, "SGLANG_MOE_CONFIG_DIR": SHARED_DIR}
+    write_tuned(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0")
+    tuned = {name: digest(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0/{name}") for name in (UP, DOWN)}
+    result, before, run_dir = upgrade("0.5.24", ["gpu1"], environment)
+    assert result.status == "failed"
+    assert "sglang 0.5.24 rolled back on the canary gpu1: throughput regressed at C=4" in result.stdout, \
+        result.stdout[-6000:]
+    canary = json.loads((run_dir / "upgrade" / "gpu1" / "canary.json").read_text())
+    assert canary["promote"] is False and canary["comparison"]["regressed"] == [4]
+    assert canary["report"]["configs"]["fallback"] == [UP, DOWN]
+    assert (run_dir / "upgrade" / "gpu1" / "upgrade.md").read_text().startswith(
+        "# Upgrade canary: gpu1\n\n**Decision: roll back.**")
+    unit, _, active = host_state(fleet, gpu1)
+    assert unit == before["gpu1"][0], "the old unit (the old python) is back"
+    assert active == "active" and http_status(fleet, gpu1, PORT) == 200
+    assert {name: digest(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0/{name}") for name in (UP, DOWN)} == tuned
+    assert not (run_dir / "rollout").exists(), "nothing was promoted"

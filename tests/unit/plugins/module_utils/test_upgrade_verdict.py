@@ -1,0 +1,123 @@
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+"""The upgrade canary's verdict (issue #37 item 4): the new release held to the serving one on the same host - no
+regressed level, no capacity drop beyond the policy, no tuned MoE config lost, latency within the rollout's limits -
+and the report that shows old against new."""
+from __future__ import annotations
+
+import pytest
+from ansible.errors import AnsibleFilterError
+
+from ansible_collections.llmops.sglang.plugins.filter.upgrade_policy import upgrade_policy
+from ansible_collections.llmops.sglang.plugins.filter.upgrade_verdict import upgrade_verdict
+from ansible_collections.llmops.sglang.plugins.module_utils.upgrade_verdict import judge, report
+from tests.unit.plugins.module_utils.test_sweep_stats import LOW_NOISE, REAL_BASELINE, sweep
+
+ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN"}
+UP = "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000_Blackwell_Server_Edition.json"
+DOWN = UP.replace(".json", "_down.json")
+FACTS = {"server_args": ARGS, "max_running_requests": 48, "max_total_num_tokens": 612000,
+         "moe_configs": [{"kernel": "up", "path": f"/c/triton_3_6_0/{UP}", "status": "used"},
+                         {"kernel": "down", "path": f"/c/triton_3_6_0/{DOWN}", "status": "used"}],
+         "missing_moe_configs": []}
+PREDICTION = {
+    "versions": {"current": {"sglang": "0.5.11", "triton": "3.6.0", "torch": None},
+                 "new": {"sglang": "0.5.23", "triton": "3.6.0", "torch": None}},
+    "moe": [{"kernel": "up", "file_name": UP, "verdict": "kept"}, {"kernel": "down", "file_name": DOWN, "verdict": "kept"}],
+    "carry": [], "retune": [], "ready": True, "summary": []}
+LOOSE = {"latency_limits": None}  # these sweeps' runs carry no latency summary
+
+
+def measured(factor: float = 1.0, facts: dict | None = None, failure: str | None = None) -> dict:
+    return {"failure": failure, "requested_args": ARGS, "facts": facts or FACTS,
+            "sweep": None if failure else sweep({c: [v * factor * m for m in LOW_NOISE] for c, v in REAL_BASELINE.items()})}
+
+
+def test_a_release_that_serves_as_the_old_one_is_promoted_and_says_so():
+    verdict = judge(measured(), measured(1.003), options=LOOSE)
+    assert verdict["promote"] is True and verdict["reasons"] == []
+    assert verdict["summary"].startswith("promote: throughput within noise")
+    assert verdict["moe_lost"] == [] and verdict["side_effects"]["capacity"] == []
+
+
+def test_a_faster_release_is_promoted_too():
+    assert judge(measured(), measured(1.15), options=LOOSE)["promote"] is True
+
+
+def test_a_throughput_regression_rolls_back_naming_the_levels():
+    verdict = judge(measured(), measured(0.62), options=LOOSE)
+    assert verdict["promote"] is False
+    assert verdict["reasons"][0].startswith("throughput regressed at C=1,4,16,32,64 (")
+    assert verdict["summary"].startswith("roll back: throughput regressed")
+
+
+def test_a_capacity_drop_beyond_the_limit_rolls_back_even_when_throughput_holds():
+    smaller = {**FACTS, "max_running_requests": 26, "max_total_num_tokens": 331000}
+    verdict = judge(measured(), measured(1.0, smaller), options=LOOSE)
+    assert verdict["promote"] is False
+    assert verdict["reasons"] == ["capacity dropped 46% (max_running_requests 48 -> 26), beyond the limit of 10%",
+                                  "capacity dropped 46% (max_total_num_tokens 612000 -> 331000), beyond the limit of 10%"]
+    assert verdict["notes"][0].startswith("throughput within noise")
+    allowed = judge(measured(), measured(1.0, smaller), options={**LOOSE, "max_capacity_loss_pct": 50})
+    assert allowed["promote"] is True
+    assert "capacity dropped 46% (max_running_requests 48 -> 26), within the limit of 50%" in allowed["notes"]
+
+
+def test_tuned_configs_the_new_server_reports_missing_roll_back():
+    lost = {**FACTS, "moe_configs": [{"kernel": "up", "path": f"/v/triton_3_9_0/{UP}", "status": "missing"},
+                                     {"kernel": "down", "path": f"/v/triton_3_9_0/{DOWN}", "status": "missing"}],
+            "missing_moe_configs": [f"/v/triton_3_9_0/{UP}", f"/v/triton_3_9_0/{DOWN}"]}
+    verdict = judge(measured(), measured(1.0, lost), options=LOOSE)
+    assert verdict["promote"] is False and verdict["moe_lost"] == [UP, DOWN]
+    assert verdict["reasons"] == [f"the new release runs default kernels where the old one loaded tuned MoE configs: "
+                                  f"{UP}, {DOWN}"]
+
+
+def test_a_new_release_that_failed_rolls_back_and_a_failed_old_one_is_no_reference():
+    failed = judge(measured(), measured(failure="did not start: exit 1"))
+    assert failed["promote"] is False and failed["comparison"] is None
+    assert failed["reasons"] == ["the new release failed on the canary: did not start: exit 1"]
+    with pytest.raises(ValueError, match="the serving release's measurement failed"):
+        judge(measured(failure="unreachable"), measured())
+
+
+def test_latency_is_judged_with_the_rollout_limits_unless_turned_off():
+    def with_latency(tpot_p99: float) -> dict:
+        result = measured()
+        for level in result["sweep"]["levels"]:
+            level["summary"] = {"ttft_ms": {"p99": 400.0}, "tpot_ms": {"p99": tpot_p99}}
+        return result
+
+    verdict = judge(with_latency(20.0), with_latency(30.0))
+    assert verdict["promote"] is False
+    assert "level 1: p99 TPOT 30.0 ms is +50.0% over 20.0 ms before the change (limit +10%)" in verdict["reasons"]
+    assert judge(with_latency(20.0), with_latency(30.0), options=LOOSE)["promote"] is True
+
+
+def test_bad_policy_fails_naming_the_field():
+    with pytest.raises(AnsibleFilterError, match=r"upgrade_canary_policy: unknown max_loss \(known: "):
+        upgrade_policy({"max_loss": 5})
+    with pytest.raises(AnsibleFilterError, match=r"upgrade_canary_policy.max_capacity_loss_pct: a number >= 0"):
+        upgrade_policy({"max_capacity_loss_pct": "ten"})
+    with pytest.raises(AnsibleFilterError, match=r"upgrade_canary_policy.latency_limits: rollout analysis limits: unknown"):
+        upgrade_policy({"latency_limits": {"p99": 3}})
+    assert upgrade_policy(None)["max_capacity_loss_pct"] == 10.0
+
+
+def test_the_report_shows_old_against_new():
+    prediction = {**PREDICTION, "moe": [{"kernel": "up", "file_name": UP, "verdict": "lost"},
+                                        {"kernel": "down", "file_name": DOWN, "verdict": "fallback"}],
+                  "retune": [{"kernel": "down", "file_name": DOWN, "why": "it was tuned for triton_3_6_0"}]}
+    result = upgrade_verdict(measured(), measured(0.62), prediction=prediction, host="gpu1", carried=[UP],
+                             policy=LOOSE)
+    record = result["report"]
+    assert record["decision"] == "roll back" and record["host"] == "gpu1"
+    assert record["versions"] == {"current": {"sglang": "0.5.11", "triton": "3.6.0", "torch": None},
+                                  "new": {"sglang": "0.5.23", "triton": "3.6.0", "torch": None}}
+    assert record["configs"] == {"kept": [], "fallback": [DOWN], "missing": [UP], "carried": [UP], "retune": [DOWN]}
+    markdown = record["markdown"]
+    assert markdown.startswith("# Upgrade canary: gpu1\n\n**Decision: roll back.** roll back: throughput regressed")
+    assert "| sglang | 0.5.11 | 0.5.23 |" in markdown and f"- carried: {UP}" in markdown
+    assert "| 32 | 1515.1 | 939.4 | -38.0% | regressed |" in markdown  # the comparison's table
+    assert result["policy"] == {"max_capacity_loss_pct": 10.0, "latency_limits": None}
+    assert report(judge(measured(), measured(), options=LOOSE), PREDICTION, host="gpu1")["decision"] == "promote"
