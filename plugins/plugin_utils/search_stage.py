@@ -359,7 +359,7 @@ class Stage:
             self._write(self.trial_dir(current["number"]) / record_name("probes"),
                         {f"{len(current['probes']):02d}.json": sweep})
         step = rate_search.next_probe(current["probes"], max_probes=int(self.inputs.rate["max_probes"]), **options)
-        if step is not None and step["phase"] != "contender" and self._cut_off(search, current, options):
+        if step is not None and self._cut_off(search, current, options):
             step = None
         contending = step is None and int(self.inputs.rate["contender_runs"]) > 0 and not current.get("cut_off")
         if contending and self._contender(search, current, options):
