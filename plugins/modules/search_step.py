@@ -53,7 +53,7 @@ options:
       - The search inputs (C(tuning_run_search)) - C(knobs) (server args with C({values}) or C({low, high, step, log})),
         C(budget) (C(max_restarts) and/or C(max_gpu_minutes)), C(slo) (as M(llmops.sglang.bench)'s O(llmops.sglang.bench#module:slo)),
         C(workload) (bench options of the open-loop runs), C(rate) (C(start_rps), C(min_rps), C(resolution),
-        C(repeats), C(max_probes), C(contender_runs), C(contender_within_pct)), C(verify) (C(best), C(repeats),
+        C(repeats), C(max_probes), C(contender_runs), C(contender_within_pct), C(cutoff_below_pct)), C(verify) (C(best), C(repeats),
         C(min_effect_pct), C(alpha), C(requests_per_level)),
         C(surrogate_starts), C(start_design) and C(seed).
         Errors name the field.
@@ -147,7 +147,7 @@ max_probes:
   type: int
 probe:
   description: The next probe, C(rate_rps), C(repeats), C(phase) (bracket, bisect, confirm, or contender - runs at the
-    bracket's ends of a candidate close to the best so far).
+    bracket's ends of a candidate that ranks first or second, close to the other).
   returned: with step probe when not done
   type: dict
 bench:

@@ -225,10 +225,14 @@ def rate_result(log: t.Sequence[dict], *, start_rate: float, min_rate: float = 0
     probes = _probes_of(log, repeats, resolution)
     rate, upper = probes.best_confirmed(), probes.upper()
     converged = _next_probe(probes, start_rate, min_rate) is None and rate is not None
+    # a search stopped before it confirmed a rate (max_probes, or the stage's cutoff of a candidate that cannot
+    # lead) still has a bracket: its estimate is where the margins cross between the highest rate that held and
+    # the lowest that failed, the rate it promises none
+    judged = rate if rate is not None else probes.lower()
     return {
         "rate_rps": rate,
-        "estimate_rps": _estimate(probes, rate),
-        "estimate_runs": _estimate_runs(probes, rate),
+        "estimate_rps": _estimate(probes, judged),
+        "estimate_runs": _estimate_runs(probes, judged),
         "goodput_rps": _median_goodput(probes.runs[rate]) if rate is not None else None,
         "bracket": [probes.lower(), upper],
         "converged": converged,

@@ -37,7 +37,6 @@ from ansible_collections.llmops.sglang.plugins.plugin_utils.search_strategy impo
     START_DESIGN_KINDS,
     Budget,
     GoodputSearch,
-    objective,
     parse_budget,
 )
 
@@ -49,13 +48,16 @@ WORKLOAD_BENCH_KEYS = ("input_len", "output_len", "endpoint", "model", "requests
                        "request_timeout_s", "level_timeout_s", "max_failed_share", "seed", "lengths",
                        "shared_prefix", "multi_turn", "max_client_lag_ms")
 WORKLOAD_ARRIVAL_KEYS = ("process", "burstiness", "max_concurrency")
-# contender_runs: extra runs at the final bracket's ends of a candidate whose estimate is within
-# contender_within_pct of the best so far (the ranking between close candidates is decided by run noise). Off by
-# default: on the goodput benchmark they cost about one start of exploration in 12 and gained less in ranking
-# (benchmarks/README.md, "Selection and exploration").
+# contender_runs: extra runs at the final bracket's ends of a candidate that ranks first or second by the
+# surrogate's posterior mean, the two within contender_within_pct of each other (the ranking of the leaders is
+# decided by run noise). Off by default: on the goodput benchmark they cost about one start of exploration in 12 and
+# gained less in ranking (benchmarks/README.md, "Selection and exploration", "Cutoff and contenders").
+# cutoff_below_pct: a candidate's rate search stops once the SLO failed at a rate that far below the leading
+# candidate's posterior mean (with a rate that held below it): it cannot lead, and its bracket's estimate is enough
+# for the strategy to learn from (0: off; 10 on the goodput benchmark: 14 starts in the budget of 12).
 RATE_DEFAULTS = {"start_rps": 1.0, "min_rps": 0.01, "resolution": rate_search.DEFAULT_RESOLUTION,
                  "repeats": rate_search.DEFAULT_REPEATS, "max_probes": rate_search.DEFAULT_MAX_PROBES,
-                 "contender_runs": 0, "contender_within_pct": 5.0}
+                 "contender_runs": 0, "contender_within_pct": 5.0, "cutoff_below_pct": 0.0}
 # requests_per_level: of each verification run (null: the workload's); longer runs than the probes' give steadier
 # goodput where the adopted configuration is overloaded and the candidate at its boundary.
 VERIFY_DEFAULTS = {"best": 1, "repeats": 5, "min_effect_pct": 2.0, "alpha": 0.05, "requests_per_level": None}
@@ -128,8 +130,9 @@ def check_search(search: t.Any) -> list[str]:
                 _number(f"{VAR}.rate.{key}", rate[key], errors, integer=True, low=1, inclusive_low=True)
         if "contender_runs" in rate:
             _number(f"{VAR}.rate.contender_runs", rate["contender_runs"], errors, integer=True, inclusive_low=True)
-        if "contender_within_pct" in rate:
-            _number(f"{VAR}.rate.contender_within_pct", rate["contender_within_pct"], errors, inclusive_low=True)
+        for key in ("contender_within_pct", "cutoff_below_pct"):
+            if key in rate:
+                _number(f"{VAR}.rate.{key}", rate[key], errors, inclusive_low=True, high=100)
         merged = {**RATE_DEFAULTS, **rate}
         if not errors and merged["min_rps"] > merged["start_rps"]:
             errors.append(f"{VAR}.rate.min_rps: must not exceed start_rps ({merged['start_rps']:g}), "
@@ -356,34 +359,69 @@ class Stage:
             self._write(self.trial_dir(current["number"]) / record_name("probes"),
                         {f"{len(current['probes']):02d}.json": sweep})
         step = rate_search.next_probe(current["probes"], max_probes=int(self.inputs.rate["max_probes"]), **options)
-        contending = step is None and int(self.inputs.rate["contender_runs"]) > 0
-        if contending and self._contender(search, current["probes"], options) and \
-                self._affords_contender_runs(search, current, self._gpu_minutes(current, facts, environment, scales)):
-            step = rate_search.contender_probe(current["probes"], int(self.inputs.rate["contender_runs"]),
-                                               repeats=options["repeats"], resolution=options["resolution"])
+        if step is not None and self._cut_off(search, current, options):
+            step = None
+        contending = step is None and int(self.inputs.rate["contender_runs"]) > 0 and not current.get("cut_off")
+        if contending and self._contender(search, current, options):
+            spent = self._gpu_minutes(current, facts, environment, scales)
+            if self._affords_contender_runs(search, current, spent):
+                current.setdefault("gpu_minutes_before_contender", spent)
+                step = rate_search.contender_probe(current["probes"], int(self.inputs.rate["contender_runs"]),
+                                                   repeats=options["repeats"], resolution=options["resolution"])
         if step is not None:
             current["planned"] = step
             self.save()
             return {"done": False, "probe": step, "bench": self.inputs.bench(step["rate_rps"], step["repeats"]),
                     "number": len(current["probes"]) + 1}
         result = rate_search.rate_result(current["probes"], **options)
-        trial = search.record_result(current["params"], result["rate_rps"],
-                                     self._gpu_minutes(current, facts, environment, scales), result["estimate_rps"],
+        if current.get("cut_off"):
+            result["reason"] = current["cut_off"]
+        gpu_minutes = self._gpu_minutes(current, facts, environment, scales)
+        trial = search.record_result(current["params"], result["rate_rps"], gpu_minutes, result["estimate_rps"],
                                      result["estimate_runs"])
         trial["goodput_rps"] = result["goodput_rps"]
+        if "gpu_minutes_before_contender" in current:
+            # what its contender runs cost: the budget rule's costliest start leaves them out (search_strategy.py)
+            trial["contender_gpu_minutes"] = round(max(gpu_minutes - current["gpu_minutes_before_contender"], 0.0), 3)
         self._write(self.trial_dir(current["number"]), {record_name("rate_search"): result, record_name("trial"): trial})
         self.state["current"] = None
         self.save(search)
         return {"done": True, "result": result, "trial": trial, "spent": search.spent()}
 
-    def _contender(self, search: GoodputSearch, probes: list[dict], options: dict) -> bool:
-        """Whether the candidate's estimate is within ``contender_within_pct`` of the best measured so far (or
-        above it): the close race where more runs decide the ranking. The first candidate races nobody."""
-        best = max((objective(trial) for trial in search.trials if trial["state"] == "complete"), default=None)
-        estimate = rate_search.rate_result(probes, **options)["estimate_rps"]
-        if best is None or estimate is None:
+    def _cut_off(self, search: GoodputSearch, current: dict, options: dict) -> bool:
+        """Whether the candidate's rate search stops here (``rate.cutoff_below_pct``): a rate held and the SLO
+        failed at a rate more than that share below the leading candidate's posterior mean when this candidate
+        started, so it cannot lead; its bracket's estimate is what the strategy learns. A candidate that held no
+        rate yet is bracketed on (its estimate would be none)."""
+        share = float(self.inputs.rate["cutoff_below_pct"]) / 100.0
+        if not share:
             return False
-        return estimate >= best * (1.0 - float(self.inputs.rate["contender_within_pct"]) / 100.0)
+        if "lead_rps" not in current:
+            smoothed, best = search.smoothed(), search.best(1)
+            current["lead_rps"] = smoothed[best[0]["number"]] if best else None
+        lower, upper = rate_search.rate_result(current["probes"], **options)["bracket"]
+        if current["lead_rps"] is None or lower is None or upper is None or upper >= current["lead_rps"] * (1 - share):
+            return False
+        current["cut_off"] = (f"stopped: the SLO failed at {upper:g} req/s, more than {share:.0%} below the leading "
+                              f"candidate's {current['lead_rps']:.4g} req/s (it cannot lead); it held at {lower:g}")
+        return True
+
+    def _contender(self, search: GoodputSearch, current: dict, options: dict) -> bool:
+        """Whether the ranking of the leading candidates is close with this candidate's estimate: ranked by the
+        surrogate's posterior mean with it, it is first or second and the two are within ``contender_within_pct``
+        of each other, where a few per cent of run noise decides which is recommended. The first candidate races
+        nobody."""
+        result = rate_search.rate_result(current["probes"], **options)
+        if result["estimate_rps"] is None or not any(trial["state"] == "complete" for trial in search.trials):
+            return False
+        race = GoodputSearch(search.space, search.budget, seed=search.seed, trials=search.trials)
+        trial = race.record_result(current["params"], result["rate_rps"], 0.0, result["estimate_rps"],
+                                   result["estimate_runs"])
+        smoothed, leaders = race.smoothed(), race.best(2)
+        if trial["number"] not in [leader["number"] for leader in leaders] or len(leaders) < 2:
+            return False
+        first, second = (smoothed[leader["number"]] for leader in leaders)
+        return second >= first * (1.0 - float(self.inputs.rate["contender_within_pct"]) / 100.0)
 
     def _affords_contender_runs(self, search: GoodputSearch, current: dict, gpu_minutes: float) -> bool:
         """Whether the GPU-minute budget still holds the candidate with its contender runs, each costing as much as

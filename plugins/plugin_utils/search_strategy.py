@@ -206,11 +206,14 @@ class GoodputSearch:
         before a start that would overrun it if it cost as much as the costliest so far: a start's cost is known
         only afterwards, and a low-capacity candidate's rate search (slow runs at low rates) costs more than the
         typical one (up to 1.4x the median in benchmarks/goodput_search.py), so a median would let the last start
-        overrun a budget operators set as a limit."""
+        overrun a budget operators set as a limit. A contender's extra runs (search_stage.py) are left out of that
+        cost: they are taken only where the budget still holds them, and would otherwise keep a start back."""
         spent = self.spent()
         if self.budget.max_restarts is not None and spent["restarts"] + reserved_starts >= self.budget.max_restarts:
             return f"budget spent: {spent['restarts']} of {self.budget.max_restarts} restarts"
-        costs = [trial["gpu_minutes"] for trial in self.trials if trial["state"] != "invalid"]
+        # a contender's extra runs are no part of what a start costs: the stage affords them on their own
+        costs = [trial["gpu_minutes"] - trial.get("contender_gpu_minutes", 0.0) for trial in self.trials
+                 if trial["state"] != "invalid"]
         expected = max(costs, default=0.0)
         if self.budget.max_gpu_minutes is not None and \
                 spent["gpu_minutes"] + expected * (1 + reserved_starts) > self.budget.max_gpu_minutes:

@@ -170,6 +170,19 @@ def test_the_estimate_interpolates_each_ends_mean_margin_not_its_worst_run():
         pytest.approx(result["estimate_rps"])
 
 
+def test_a_search_stopped_before_it_confirmed_a_rate_is_estimated_in_its_bracket_and_promises_none():
+    # one run held at 8 (2 are needed to confirm it), one failed at 16: stopped there (max_probes, or the stage's cutoff)
+    log = rate_search.add_probe([], 8.0, "bracket", margin_runs([0.8]))
+    log = rate_search.add_probe(log, 16.0, "bracket", margin_runs([1.3]))
+    result = rate_search.rate_result(log, start_rate=8.0, resolution=0.1, repeats=2)
+    share = -math.log(0.8) / (math.log(1.3) - math.log(0.8))
+    assert result["rate_rps"] is None and not result["converged"] and result["bracket"] == [8.0, 16.0]
+    assert result["estimate_rps"] == pytest.approx(8.0 * 2.0 ** share) and result["estimate_runs"] == 2
+    # nothing held: no estimate
+    failed = rate_search.add_probe([], 8.0, "bracket", margin_runs([1.3]))
+    assert rate_search.rate_result(failed, start_rate=8.0, resolution=0.1, repeats=2)["estimate_rps"] is None
+
+
 def test_contender_runs_go_to_both_ends_of_the_final_bracket_and_have_their_own_probe_count():
     options = {"start_rate": 1.0, "resolution": 0.1, "repeats": 2}
     log = find_max_rate(power_law_server(7.7), **options)["probes"]

@@ -108,7 +108,7 @@ def test_a_candidate_close_to_the_best_gets_contender_runs_at_its_bracket_while_
     assert Stage(tmp_path / "off", Inputs(SEARCH)).plan()["max_probes"] == 12  # off by default
     stage = Stage(tmp_path, Inputs({**SEARCH, "budget": budget, "rate": {**SEARCH["rate"], "contender_runs": 4}}))
     assert stage.plan()["max_probes"] == 12 + 4  # the playbook's probe loop has room for them
-    best, closes = None, []
+    closes = []
     for _candidate in range(4):
         params = stage.next_candidate(ADOPTED)["params"]
         step = stage.probe(None, None, {"gpus": 1})
@@ -118,13 +118,16 @@ def test_a_candidate_close_to_the_best_gets_contender_runs_at_its_bracket_while_
             step = stage.probe(sweep(step["probe"]["rate_rps"], step["probe"]["repeats"], close_capacity(params)),
                                None, {"gpus": 1})
         contender = [probe for probe in step["result"]["probes"] if probe["phase"] == "contender"]
-        close = best is not None and step["trial"]["estimate_rps"] >= 0.95 * best
+        search = stage.search()
+        smoothed, leaders = search.smoothed(), [trial["number"] for trial in search.best(2)]
+        close = len(leaders) == 2 and step["trial"]["number"] in leaders and \
+            smoothed[leaders[1]] >= 0.95 * smoothed[leaders[0]]
         closes.append(close)
-        # within 5 % of the best so far: 4 more runs, 2 at each end of the final bracket; else none
+        # first or second of the ranking, the two within 5 %: 4 more runs, 2 at each end of the final bracket
         assert sum(probe["repeats"] for probe in contender) == (4 if close else 0), (params, phases)
         assert {probe["rate_rps"] for probe in contender} == (set(step["result"]["bracket"]) if close else set())
         assert step["trial"]["estimate_runs"] == step["result"]["estimate_runs"]
-        best = max(best or 0.0, step["trial"]["estimate_rps"])
+        assert ("contender_gpu_minutes" in step["trial"]) == close
     assert True in closes and False in closes  # the first candidate races nobody
     assert stage.search().to_json()["confidence"] is not None
 
@@ -141,6 +144,42 @@ def test_contender_runs_that_would_overrun_the_gpu_minute_budget_are_not_taken(t
     # 30 GPU-minutes for 2 runs: 4 more would cost about 60, past the 130 with the 60 spent
     assert not stage._affords_contender_runs(stage.search(), current, 30.0)
     assert stage._affords_contender_runs(stage.search(), current, 10.0)
+
+
+def margin_sweep(rate: float, runs: int, cap: float) -> dict:
+    """``sweep`` whose runs report their SLO margin: TTFT p90 = 300 ms x (rate / cap)^4."""
+    observed = 300.0 * (rate / cap) ** 4
+    return {"levels": [{"request_rate": rate, "runs": [
+        {"slo_holds": observed <= 300.0, "goodput_rps": rate, "client_limited": False,
+         "slo": {"ttft_ms": {"target": 300.0, "percentile": 90.0, "observed": observed}}}] * runs}]}
+
+
+def measure(stage: Stage, cap: float) -> dict:
+    step = stage.probe(None, None, None)
+    while not step["done"]:
+        step = stage.probe(margin_sweep(step["probe"]["rate_rps"], step["probe"]["repeats"], cap), None, None)
+    return step
+
+
+@pytest.mark.parametrize("cutoff", [0, 10])
+def test_a_candidate_that_cannot_lead_is_cut_off_once_it_failed_below_the_leader(tmp_path, cutoff):
+    stage = Stage(tmp_path, Inputs({**SEARCH, "rate": {**SEARCH["rate"], "cutoff_below_pct": cutoff}}))
+    stage.next_candidate(ADOPTED)
+    leader = measure(stage, 10.0)
+    assert "stopped" not in leader["result"]["reason"]  # nobody led before it
+    stage.next_candidate(ADOPTED)
+    step = measure(stage, 5.0)  # brackets down from the leader's rate: fails at 9.x, holds at 4.x
+    result, trial = step["result"], step["trial"]
+    lower, upper = result["bracket"]
+    if cutoff:
+        # held at a rate, failed more than 10 % below the leader's ~10: stopped there, estimated in its bracket
+        assert upper < 0.9 * leader["trial"]["estimate_rps"] and lower < 5.0 < upper
+        assert result["reason"].startswith(f"stopped: the SLO failed at {upper:g} req/s, more than 10% below")
+        assert trial["estimate_rps"] == pytest.approx(5.0, rel=1e-6) and trial["value"] in (0.0, lower)
+        assert result["cost"]["runs"] < 5  # two bracket runs and one bisection of 2 runs at most
+    else:
+        assert result["converged"] and result["cost"]["runs"] >= 5 and trial["value"] == result["rate_rps"]
+    assert json.loads((tmp_path / "trials" / "001" / "rate_search.json").read_text())["reason"] == result["reason"]
 
 
 def test_the_stepped_rate_search_is_find_max_rate():
@@ -224,13 +263,15 @@ def test_the_verdict_adopts_only_a_significant_goodput_gain(tmp_path):
     ({"slo": {"ttft": {"target": 1}}}, "tuning_run_search.slo.ttft: unknown latency"),
     ({"rate": {"repeats": 0}}, "tuning_run_search.rate.repeats: must be an integer >= 1, got 0"),
     ({"rate": {"contender_runs": -2}}, "tuning_run_search.rate.contender_runs: must be an integer >= 0, got -2"),
+    ({"rate": {"cutoff_below_pct": 150}}, "tuning_run_search.rate.cutoff_below_pct: must be a number >= 0 and <= 100, "
+                                          "got 150"),
     ({"verify": {"repeats": 2}}, "tuning_run_search.verify.repeats: must be an integer >= 3, got 2"),
     ({"workload": {"arrival": {}}}, "tuning_run_search.workload.arrival: unknown key"),
     ({"surrogate_starts": -1}, "tuning_run_search.surrogate_starts: must be an integer >= 0, got -1"),
     ({"start_design": "grid"}, "tuning_run_search.start_design: must be one of random, latin_hypercube, got 'grid'"),
     ({"knobs": {"max-running-requests": {"values": [1, 2]}}}, "tuning_run_search.knobs: 'max-running-requests' is "
                                                                "not a server arg name"),
-], ids=["budget", "slo", "rate", "contender_runs", "verify", "workload", "surrogate_starts", "start_design",
+], ids=["budget", "slo", "rate", "contender_runs", "cutoff_below_pct", "verify", "workload", "surrogate_starts", "start_design",
                                  "knobs"])
 def test_input_errors_name_the_field(change, message):
     errors = check_search({**SEARCH, **change})

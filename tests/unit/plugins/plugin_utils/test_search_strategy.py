@@ -139,6 +139,15 @@ def test_a_gpu_minute_budget_stops_before_a_start_it_cannot_pay_for():
     assert search.stop_reason() == "budget spent: 16 of 18 GPU-minutes (a start costs up to 4)"
 
 
+def test_a_contenders_extra_runs_do_not_count_in_the_cost_of_a_start():
+    search = GoodputSearch(SPACE, Budget(max_gpu_minutes=100.0))
+    search.record_result(GRID[0], 5.0, 20.0)
+    search.record_result(GRID[1], 6.0, 45.0)
+    assert search.stop_reason().startswith("budget spent: 65 of 100 GPU-minutes (a start costs up to 45)")
+    search.trials[-1]["contender_gpu_minutes"] = 25.0  # the stage's extra runs of a close candidate: 20 without them
+    assert search.stop_reason() is None
+
+
 def test_the_same_candidate_is_proposed_until_its_outcome_is_recorded():
     search = GoodputSearch(SPACE, Budget(max_restarts=3), seed=5)
     assert search.next_candidate() == search.next_candidate()
