@@ -9,7 +9,7 @@ from pathlib import Path
 from ansible.errors import AnsibleActionFail
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_records import cluster_record, evidence_records
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_files
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_files, record_name
 
 # What the evidence is built from besides up and down.
 EVIDENCE = ("before", "after", "installed", "gpus", "env", "server_args", "model_path", "tuner_args", "tuned_on",
@@ -27,11 +27,11 @@ class ActionModule(ControllerAction):
             raise AnsibleActionFail(f"step={args['step']} needs {', '.join(missing)}")
         try:
             if args["step"] == "cluster":
-                files = {"cluster.json": cluster_record(args["up"], args["down"], args["cluster"], time.time())}
+                files = {record_name("cluster"): cluster_record(args["up"], args["down"], args["cluster"], time.time())}
             else:
                 files = evidence_records(up=args["up"], down=args["down"], **{name: args[name] for name in EVIDENCE})
         except ValueError as exc:
-            raise AnsibleActionFail(f"kernel_table.json: {exc}") from exc
+            raise AnsibleActionFail(f"{record_name('kernel_table')}: {exc}") from exc
         except (KeyError, TypeError) as exc:
             raise AnsibleActionFail(f"step={args['step']}: a task's result lacks what its record needs: {exc!r}") from exc
         directory = Path(args["dir"])

@@ -9,6 +9,7 @@ import os
 import typing as t
 
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_roofline import kernel_table_document
+from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_name
 
 
 def tuned_down(down: dict | None) -> dict | None:
@@ -23,7 +24,7 @@ def tuning_seconds(up: dict, down: dict | None) -> float:
 
 
 def cluster_record(up: dict, down: dict | None, cluster: dict, now: float) -> dict[str, t.Any]:
-    """``cluster.json``: what the Ray cluster of the tune hosts did, ``now`` (epoch seconds) being when it stopped."""
+    """The record ``cluster``: what the Ray cluster of the tune hosts did, ``now`` (epoch seconds) being when it stopped."""
     return {
         "head": cluster["head"],
         "hosts": cluster["hosts"],
@@ -52,15 +53,15 @@ def evidence_records(*, up: dict, down: dict | None, before: dict, after: dict, 
     tuned) removes a file of that name."""
     tp_size, ep_size = server_args.get("tp_size", 1), server_args.get("ep_size", 1)
     return {
-        "tune_up.json": up,
-        "tune_down.json": tuned_down(down),
-        "installed.json": installed,
-        "kernel_before.json": before["kernel_times"],
-        "kernel_after.json": after["kernel_times"],
-        "kernel_benchmark.json": {"before_s": before["duration_s"], "after_s": after["duration_s"]},
-        "kernel_table.json": kernel_table_document(before["kernel_times"], after["kernel_times"],
-                                                   env["model"]["moe_shape"], tp_size, ep_size, bandwidth_gbs),
-        "provenance.json": {
+        record_name("tune_up"): up,
+        record_name("tune_down"): tuned_down(down),
+        record_name("installed"): installed,
+        record_name("kernel_before"): before["kernel_times"],
+        record_name("kernel_after"): after["kernel_times"],
+        record_name("kernel_benchmark"): {"before_s": before["duration_s"], "after_s": after["duration_s"]},
+        record_name("kernel_table"): kernel_table_document(
+            before["kernel_times"], after["kernel_times"], env["model"]["moe_shape"], tp_size, ep_size, bandwidth_gbs),
+        record_name("provenance"): {
             "gpu": gpus["name"],
             "gpu_count": gpus["count"],
             "versions": env["versions"],
