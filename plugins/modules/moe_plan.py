@@ -9,8 +9,8 @@ module: moe_plan
 short_description: Internal - the MoE stage's plan on one host, recorded as targets.json
 version_added: 2.0.0
 description:
-  - Internal to the collection's MoE stage (C(playbooks/moe_tune.yml)), not an interface for playbooks of your own;
-    its options may change in any release.
+  - Internal to the collection's stage playbooks (the MoE stage, C(playbooks/moe_tune.yml)), not an interface for
+    playbooks of your own; its options may change in any release.
   - Derives the fused-MoE config files to tune from the model, the GPU and Triton and checks them against those the
     server reported missing (P(llmops.sglang.moe_targets#filter), which fails naming both lists when they disagree);
     chooses the targets (what the server misses; with O(force), every derived file); whether the down kernel is

@@ -9,8 +9,8 @@ module: moe_records
 short_description: Internal - the MoE stage's evidence records, built from its tasks' results
 version_added: 2.0.0
 description:
-  - Internal to the collection's MoE stage (C(playbooks/moe_tune.yml)), not an interface for playbooks of your own;
-    its options may change in any release.
+  - Internal to the collection's stage playbooks (the MoE stage, C(playbooks/moe_tune.yml)), not an interface for
+    playbooks of your own; its options may change in any release.
   - Builds the stage's records of one host from what its tasks returned and writes them into O(dir) as
     P(llmops.sglang.run_record#module) does (atomically, JSON indented with keys sorted, an unchanged file not
     rewritten). The records are described in docs/run-directory.md, "moe_tune".
