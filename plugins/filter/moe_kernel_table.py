@@ -67,45 +67,15 @@ _value:
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_roofline import kernel_table
-
-# Bytes per expert weight element by the checkpoint dtype the kernel reads.
-WEIGHT_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
-
-
-def _times(kernel_times: dict) -> dict[int, float]:
-    return {int(batch): float(value["kernel_time_us"] if isinstance(value, dict) else value)
-            for batch, value in kernel_times.items()}
-
-
-def _format(value: float | None, pattern: str) -> str:
-    return "-" if value is None else pattern.format(value)
-
-
-def _markdown(rows: list[dict]) -> str:
-    lines = ["| Batch size | Before (us) | After (us) | Speedup | Roofline (us) | % of roofline |", "|---:|---:|---:|---:|---:|---:|"]
-    for row in rows:
-        pct = _format(row["pct_of_roofline_after"], "{:.0f}%") + (" (artifact: above the bandwidth bound)" if row["artifact"] else "")
-        lines.append(f"| {row['batch_size']} | {_format(row['before_us'], '{:.1f}')} | {_format(row['after_us'], '{:.1f}')} | "
-                     f"{_format(row['speedup'], '{:.2f}x')} | {row['roofline_us']:.1f} | {pct} |")
-    return "\n".join(lines)
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_roofline import kernel_table_document
 
 
 def moe_kernel_table(before: dict, after: dict, moe_shape: dict, tp_size: int, ep_size: int = 1,
                      bandwidth_gbs: float | None = None) -> dict:
-    if not bandwidth_gbs:
-        raise AnsibleFilterError("moe_kernel_table: bandwidth_gbs is unknown for this GPU; set sglang_gpu_spec.mem_bandwidth_gbs")
     try:
-        moe_tp = int(tp_size) // int(ep_size)
-        rows = kernel_table(
-            _times(before), _times(after),
-            num_experts=moe_shape["num_experts"] // int(ep_size), topk=moe_shape["topk"],
-            hidden_size=moe_shape["hidden_size"], intermediate_per_shard=moe_shape["moe_intermediate_size"] // moe_tp,
-            weight_bytes=1 if moe_shape.get("quant_method") == "fp8" else WEIGHT_BYTES.get(moe_shape.get("dtype"), 2),
-            bandwidth_gbs=float(bandwidth_gbs))
-    except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
-        raise AnsibleFilterError(f"moe_kernel_table: {exc!r}") from exc
-    return {"rows": rows, "table": _markdown(rows)}
+        return kernel_table_document(before, after, moe_shape, tp_size, ep_size, bandwidth_gbs)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"moe_kernel_table: {exc}") from exc
 
 
 class FilterModule:

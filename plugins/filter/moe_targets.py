@@ -124,24 +124,16 @@ _value:
 from typing import Any
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_rules import moe_rules
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_targets import moe_targets as _moe_targets
+from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_plan import targets_plan
 
 
 def moe_targets(model_config: Any, tp_size: int, ep_size: int = 1, device_name: str | None = None,
                 triton_version: str | None = None, missing: list | None = None, dtype: str | None = None,
                 disable_shared_experts_fusion: bool = False, per_channel_quant: bool = False,
                 installed_sglang: str | None = None) -> dict[str, Any]:
-    if not isinstance(model_config, dict):
-        raise AnsibleFilterError(
-            f"moe_targets: the input must be the model's parsed config.json, got {type(model_config).__name__}")
-    if not device_name or not triton_version:
-        raise AnsibleFilterError("moe_targets: device_name (the raw GPU name, gpu_facts summary.name) and "
-                                 "triton_version (sglang_env_facts versions.triton) are required")
     try:
-        result = _moe_targets(model_config, int(tp_size), int(ep_size), device_name, triton_version,
-                              list(missing or []), dtype, bool(disable_shared_experts_fusion), bool(per_channel_quant))
-        return {**result, "moe_rules": moe_rules(installed_sglang)} if installed_sglang else result
+        return targets_plan(model_config, tp_size, ep_size, device_name, triton_version, missing, dtype,
+                            disable_shared_experts_fusion, per_channel_quant, installed_sglang)
     except ValueError as exc:
         raise AnsibleFilterError(f"moe_targets: {exc}") from exc
 

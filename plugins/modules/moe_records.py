@@ -1,0 +1,160 @@
+#!/usr/bin/python
+# Copyright (c) llmops.sglang contributors
+# Apache License 2.0 (see LICENSE)
+from __future__ import annotations
+
+DOCUMENTATION = r"""
+---
+module: moe_records
+short_description: Internal - the MoE stage's evidence records, built from its tasks' results
+version_added: 2.0.0
+description:
+  - Internal to the collection's stage playbooks (the MoE stage, C(playbooks/moe_tune.yml)), not an interface for
+    playbooks of your own; its options may change in any release.
+  - Builds the stage's records of one host from what its tasks returned and writes them into O(dir) as
+    P(llmops.sglang.run_record#module) does (atomically, JSON indented with keys sorted, an unchanged file not
+    rewritten). The records are described in docs/run-directory.md, "moe_tune".
+  - O(step=cluster) writes C(cluster.json), what the Ray cluster of the tune hosts did (hosts, head, Ray's address,
+    nodes and GPUs, the tuner's time and the cluster's wall time since O(cluster.started), the GPUs and hosts Ray saw
+    the tuner use, the engine's shards).
+  - O(step=evidence) writes C(tune_up.json), C(tune_down.json) (removed when the down kernel was not tuned),
+    C(installed.json), C(kernel_before.json), C(kernel_after.json), C(kernel_benchmark.json), C(kernel_table.json)
+    (P(llmops.sglang.moe_kernel_table#filter) of the two benchmarks) and C(provenance.json).
+  - Runs entirely on the controller (action plugin); nothing is sent to the managed host.
+author:
+  - llmops.sglang contributors (@llmops)
+extends_documentation_fragment:
+  - llmops.sglang.attributes.CONTROLLER
+attributes:
+  check_mode:
+    description: Reports which records would change and writes nothing.
+    support: full
+  idempotent:
+    description: Records whose content is unchanged are not rewritten and do not count as a change.
+    support: full
+options:
+  step:
+    description: Which records to write.
+    type: str
+    required: true
+    choices: [cluster, evidence]
+  dir:
+    description: The stage's directory of the host in the run directory (C(tuning_run_stage_dir)).
+    type: path
+    required: true
+  up:
+    description: The result of P(llmops.sglang.moe_tune#module) tuning the up kernel (on a tune host that is not the
+      cluster's head, the head's).
+    type: dict
+    required: true
+  down:
+    description:
+      - The result of the task tuning the down kernel; a skipped task's result (no C(output_file)), or none, means the
+        down kernel was not tuned.
+    type: dict
+  before:
+    description: The kernel benchmark (P(llmops.sglang.moe_tune#module), C(mode=benchmark)) with the configs installed
+      before; required for O(step=evidence).
+    type: dict
+  after:
+    description: The kernel benchmark with the tuned configs; required for O(step=evidence).
+    type: dict
+  installed:
+    description: The result of P(llmops.sglang.moe_configs#module) installing the tuned configs; required for
+      O(step=evidence).
+    type: dict
+  gpus:
+    description: The C(summary) of P(llmops.sglang.gpu_facts#module) (C(name), C(count)); required for O(step=evidence).
+    type: dict
+  env:
+    description: The result of P(llmops.sglang.sglang_env_facts#module) (C(versions), C(triton_dir),
+      C(model.moe_shape)); required for O(step=evidence).
+    type: dict
+  server_args:
+    description: The adopted server args (C(tp_size), C(ep_size), default V(1)); required for O(step=evidence).
+    type: dict
+  model_path:
+    description: The model's path on the host; required for O(step=evidence).
+    type: str
+  tuner_args:
+    description: The tuner arguments of the targets (P(llmops.sglang.moe_targets#filter)); required for
+      O(step=evidence).
+    type: list
+    elements: raw
+  bandwidth_gbs:
+    description:
+      - The GPU's memory bandwidth in GB/s, the roofline of C(kernel_table.json); required for O(step=evidence).
+      - Unknown (V(null)) fails the task naming the setting C(sglang_gpu_spec.mem_bandwidth_gbs).
+    type: float
+  tuned_on:
+    description: The hosts whose GPUs tuned the configs; required for O(step=evidence).
+    type: list
+    elements: str
+  cluster:
+    description: The Ray cluster of the tune hosts; required for O(step=cluster).
+    type: dict
+    suboptions:
+      head:
+        description: The host the tuner ran on.
+        type: str
+        required: true
+      hosts:
+        description: The tune hosts.
+        type: list
+        elements: str
+        required: true
+      ray_address:
+        description: The cluster's address (role C(llmops.sglang.ray_cluster)'s C(ray_cluster_address)).
+        type: str
+        required: true
+      nodes:
+        description: The cluster's nodes (C(ray_cluster_nodes)).
+        type: raw
+        required: true
+      gpus:
+        description: The cluster's GPUs (C(ray_cluster_gpus)).
+        type: raw
+        required: true
+      started:
+        description: When the cluster was up (epoch seconds).
+        type: float
+        required: true
+"""
+
+EXAMPLES = r"""
+---
+- name: Record the tuning evidence and provenance
+  llmops.sglang.moe_records:
+    step: evidence
+    dir: "{{ tuning_run_stage_dir }}"
+    up: "{{ moe_up }}"
+    down: "{{ moe_down }}"
+    before: "{{ moe_before }}"
+    after: "{{ moe_after }}"
+    installed: "{{ moe_installed }}"
+    gpus: "{{ moe_gpus.summary }}"
+    env: "{{ moe_env }}"
+    server_args: "{{ tuning_run_adopted.args }}"
+    model_path: "{{ sglang_model_path }}"
+    tuner_args: "{{ moe_plan.tuner_args }}"
+    bandwidth_gbs: "{{ moe_spec.mem_bandwidth_gbs | default(none) }}"
+    tuned_on: ["{{ inventory_hostname }}"]
+"""
+
+RETURN = r"""
+paths:
+  description: Paths of the records written or kept (not the removed C(tune_down.json)).
+  returned: always
+  type: list
+  elements: str
+written:
+  description: Records whose content changed (written unless in check mode).
+  returned: always
+  type: list
+  elements: str
+removed:
+  description: Records with no content this time that existed and were removed (unless in check mode).
+  returned: always
+  type: list
+  elements: str
+"""
