@@ -6,9 +6,12 @@
 - the future 0.5.24 with the tuned configs in a shared SGLANG_MOE_CONFIG_DIR: ready (it falls back to the 3.6.0
   configs), but its decode is slower (the emulator's per-release regression, RELEASE_DECODE_FACTORS), so the canary is
   rolled back - the old unit and python serve again, the configs untouched - and the playbook fails saying why;
-- 0.5.24 with the configs only in the serving venv: it would lose them (not ready), so nothing is switched.
+- 0.5.24 with the configs only in the serving venv: it would lose them (tuned for Triton 3.6.0, it runs 3.9.0). With
+  upgrade_retune=false it is refused and nothing is switched; by default the canary, its server stopped, retunes them
+  with the engine against 0.5.24's python and installs them into 0.5.24's triton_3_9_0 directory, the prediction says
+  `kept`, and the A/B runs - 0.5.24 regresses, so the rollback removes the retuned files with the rest.
 
-A short workload (C=4, 3 runs of the serving release, 2-4 of the new one). Everything this module put on the hosts is
+A short workload (C=4, 3 runs of the serving release, 2-4 of the new one; the retune: 2 batch sizes, pruned space). Everything this module put on the hosts is
 removed at the end, and that is asserted. A check-mode run before them changes nothing.
 """
 from __future__ import annotations
@@ -37,6 +40,7 @@ SEQUENTIAL = {"min_repeats": 2, "max_repeats": 4, "spending": "obrien_fleming", 
 # p99 latency on this loaded machine moves more than a real server's: the limits leave room for its noise (the
 # 0.5.24 regression is +60 % TPOT), the capacity limit is the default.
 LATENCY = {"max_tpot_p99_increase_pct": 25, "max_ttft_p99_increase_pct": 200}
+RETUNE = {"batch_sizes": [1, 16], "search_space": "pruned"}
 ANALYSIS = {"bench": {"concurrency_levels": [4], "requests_per_level": 16, "warmup_requests": 4, "input_len": 256,
                       "output_len": 48, "endpoint": "completions"}, "limits": LATENCY}
 
@@ -93,12 +97,12 @@ def test_check_mode_measures_switches_and_promotes_nothing(upgrade, fleet, hosts
     assert fleet.run(hosts[0], "test", "-e", "/opt/sglang/venvs", check=False).returncode == 1
 
 
-def test_configs_the_new_release_would_lose_refuse_the_switch_before_anything_changes(upgrade, fleet, hosts):
+def test_without_the_retune_configs_the_new_release_would_lose_refuse_the_switch_before_anything_changes(upgrade, fleet, hosts):
     gpu1 = hosts[0]
     serving = f"{serving_configs(fleet, gpu1)}/triton_3_6_0"
     write_tuned(fleet, gpu1, serving)
     try:
-        result, before, run_dir = upgrade("0.5.24", ["gpu1"])
+        result, before, run_dir = upgrade("0.5.24", ["gpu1"], upgrade_retune=False)
         assert result.status == "failed"
         assert "upgrade_version: sglang 0.5.24 is not ready on gpu1, so nothing was switched" in result.stdout, \
             result.stdout[-6000:]
@@ -162,3 +166,39 @@ def test_a_release_that_regresses_is_rolled_back_on_the_canary_and_nothing_is_lo
     assert active == "active" and http_status(fleet, gpu1, PORT) == 200
     assert {name: digest(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0/{name}") for name in (UP, DOWN)} == tuned
     assert not (run_dir / "rollout").exists(), "nothing was promoted"
+
+
+def test_configs_the_new_release_would_lose_are_retuned_on_the_canary_and_a_rollback_removes_them(upgrade, fleet, hosts,
+                                                                                                  tmp_path):
+    gpu1 = hosts[0]
+    serving = f"{serving_configs(fleet, gpu1)}/triton_3_6_0"
+    write_tuned(fleet, gpu1, serving)
+    tuned = {name: digest(fleet, gpu1, f"{serving}/{name}") for name in (UP, DOWN)}
+    new_dir = "/opt/sglang/venvs/0.5.24/lib/python3*/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
+    try:
+        result, before, run_dir = upgrade("0.5.24", ["gpu1"], upgrade_retune_moe={
+            **RETUNE, "cache_dir": str(tmp_path / "engine-cache")})
+        assert result.status == "failed"
+        assert "sglang 0.5.24 rolled back on the canary gpu1: throughput regressed at C=4" in result.stdout, \
+            result.stdout[-6000:]
+        host_dir = run_dir / "upgrade" / "gpu1"
+        retune = json.loads((host_dir / "retune.json").read_text())
+        assert retune["files"] == [UP, DOWN] and retune["up"]["cache"]["status"] == "miss"
+        assert sorted(path.rsplit("/", 1)[-1] for path in retune["installed"]["installed"]) == sorted([UP, DOWN])
+        assert all("/venvs/0.5.24/" in path and "/triton_3_9_0/" in path for path in retune["installed"]["installed"])
+        assert sorted(p.name for p in (host_dir / "configs").iterdir()) == sorted([UP, DOWN])
+        prediction = json.loads((host_dir / "prediction.json").read_text())
+        assert [row["verdict"] for row in prediction["moe"]] == ["kept", "kept"] and prediction["ready"], prediction
+        canary = json.loads((host_dir / "canary.json").read_text())
+        assert canary["report"]["configs"]["retuned"] == sorted([UP, DOWN]) and canary["moe_lost"] == []
+        cost = canary["report"]["retune_cost"]
+        assert cost["gpu_minutes"] > 0 and cost["cache"][UP] == "miss", cost
+        assert "- retuned on this host with the engine:" in (host_dir / "upgrade.md").read_text()
+        unit, _, active = host_state(fleet, gpu1)
+        assert unit == before["gpu1"][0] and active == "active" and http_status(fleet, gpu1, PORT) == 200
+        left = fleet.run(gpu1, "sh", "-c", f"ls {new_dir}/triton_3_9_0/ 2>/dev/null", check=False).stdout
+        assert UP not in left and DOWN not in left, "the rollback removed the retuned configs"
+        assert {name: digest(fleet, gpu1, f"{serving}/{name}") for name in (UP, DOWN)} == tuned
+        assert fleet.run(gpu1, "pgrep", "-f", "moe_engine.py", check=False).returncode == 1
+    finally:
+        fleet.run(gpu1, "rm", "-f", f"{serving}/{UP}", f"{serving}/{DOWN}")
