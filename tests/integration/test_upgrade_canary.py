@@ -3,13 +3,13 @@
 
 - 0.5.23 (Triton 3.6.0) with the tuned configs only in the serving venv's package: carried into the new venv, the
   canary gpu1 serves as well as before on the same workload, so it is promoted, and gpu2 follows in the rollout's batch;
-- the future 0.5.24 with the tuned configs in a shared SGLANG_MOE_CONFIG_DIR: ready (it falls back to the 3.6.0
-  configs), but its decode is slower (the emulator's per-release regression, RELEASE_DECODE_FACTORS), so the canary is
-  rolled back - the old unit and python serve again, the configs untouched - and the playbook fails saying why;
-- 0.5.24 with the configs only in the serving venv: it would lose them (tuned for Triton 3.6.0, it runs 3.9.0). With
-  upgrade_retune=false it is refused and nothing is switched; by default the canary, its server stopped, retunes them
-  with the engine against 0.5.24's python and installs them into 0.5.24's triton_3_9_0 directory, the prediction says
-  `kept`, and the A/B runs - 0.5.24 regresses, so the rollback removes the retuned files with the rest.
+- 0.5.17 (Triton 3.6.0) with the tuned configs in a shared SGLANG_MOE_CONFIG_DIR: it keeps them, but its decode is
+  slower (the emulator's per-release regression, RELEASE_DECODE_FACTORS), so the canary is rolled back - the old unit
+  and python serve again, the configs untouched - and the playbook fails saying why;
+- the future 0.5.24 (Triton 3.9.0) with the configs only in the serving venv: it would lose them (tuned for Triton
+  3.6.0). With upgrade_retune=false it is refused and nothing is switched. By default the canary gpu1, its server
+  stopped, retunes them with the engine against 0.5.24's python and installs them into 0.5.24's triton_3_9_0
+  directory, the prediction says `kept`, the A/B passes, and gpu2 gets the retuned files at its promotion.
 
 A short workload (C=4, 3 runs of the serving release, 2-4 of the new one; the retune: 2 batch sizes, pruned space). Everything this module put on the hosts is
 removed at the end, and that is asserted. A check-mode run before them changes nothing.
@@ -152,13 +152,13 @@ def test_a_release_that_regresses_is_rolled_back_on_the_canary_and_nothing_is_lo
     environment = {**ENVIRONMENT, "SGLANG_MOE_CONFIG_DIR": SHARED_DIR}
     write_tuned(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0")
     tuned = {name: digest(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0/{name}") for name in (UP, DOWN)}
-    result, before, run_dir = upgrade("0.5.24", ["gpu1"], environment)
+    result, before, run_dir = upgrade("0.5.17", ["gpu1"], environment)
     assert result.status == "failed"
-    assert "sglang 0.5.24 rolled back on the canary gpu1: throughput regressed at C=4" in result.stdout, \
+    assert "sglang 0.5.17 rolled back on the canary gpu1: throughput regressed at C=4" in result.stdout, \
         result.stdout[-6000:]
     canary = json.loads((run_dir / "upgrade" / "gpu1" / "canary.json").read_text())
     assert canary["promote"] is False and canary["comparison"]["regressed"] == [4]
-    assert canary["report"]["configs"]["fallback"] == [UP, DOWN]
+    assert canary["report"]["configs"]["kept"] == [UP, DOWN]  # the same Triton: nothing to carry or retune
     assert (run_dir / "upgrade" / "gpu1" / "upgrade.md").read_text().startswith(
         "# Upgrade canary: gpu1\n\n**Decision: roll back.**")
     unit, _, active = host_state(fleet, gpu1)
@@ -168,37 +168,42 @@ def test_a_release_that_regresses_is_rolled_back_on_the_canary_and_nothing_is_lo
     assert not (run_dir / "rollout").exists(), "nothing was promoted"
 
 
-def test_configs_the_new_release_would_lose_are_retuned_on_the_canary_and_a_rollback_removes_them(upgrade, fleet, hosts,
-                                                                                                  tmp_path):
-    gpu1 = hosts[0]
-    serving = f"{serving_configs(fleet, gpu1)}/triton_3_6_0"
-    write_tuned(fleet, gpu1, serving)
-    tuned = {name: digest(fleet, gpu1, f"{serving}/{name}") for name in (UP, DOWN)}
-    new_dir = "/opt/sglang/venvs/0.5.24/lib/python3*/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
+def test_configs_a_new_triton_loses_are_retuned_on_the_canary_which_is_promoted_and_ships_them(upgrade, fleet, hosts,
+                                                                                                 tmp_path):
+    serving = f"{serving_configs(fleet, hosts[0])}/triton_3_6_0"
+    for host in hosts:
+        write_tuned(fleet, host, serving)
+    configs = "/opt/sglang/venvs/0.5.24/lib/python3*/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
     try:
-        result, before, run_dir = upgrade("0.5.24", ["gpu1"], upgrade_retune_moe={
-            **RETUNE, "cache_dir": str(tmp_path / "engine-cache")})
-        assert result.status == "failed"
-        assert "sglang 0.5.24 rolled back on the canary gpu1: throughput regressed at C=4" in result.stdout, \
-            result.stdout[-6000:]
+        result, _, run_dir = upgrade("0.5.24", HOSTS, upgrade_retune_moe={**RETUNE, "cache_dir": str(tmp_path / "cache")})
+        assert result.status == "successful", result.stdout[-6000:]
         host_dir = run_dir / "upgrade" / "gpu1"
         retune = json.loads((host_dir / "retune.json").read_text())
-        assert retune["files"] == [UP, DOWN] and retune["up"]["cache"]["status"] == "miss"
-        assert sorted(path.rsplit("/", 1)[-1] for path in retune["installed"]["installed"]) == sorted([UP, DOWN])
+        assert retune["files"] == [UP, DOWN] and retune["up"]["cache"]["status"] == "miss", retune["up"].get("cache")
+        assert [path.rsplit("/", 1)[-1] for path in retune["installed"]["installed"]] == sorted([UP, DOWN])
         assert all("/venvs/0.5.24/" in path and "/triton_3_9_0/" in path for path in retune["installed"]["installed"])
         assert sorted(p.name for p in (host_dir / "configs").iterdir()) == sorted([UP, DOWN])
         prediction = json.loads((host_dir / "prediction.json").read_text())
         assert [row["verdict"] for row in prediction["moe"]] == ["kept", "kept"] and prediction["ready"], prediction
+        assert not (run_dir / "upgrade" / "gpu2" / "retune.json").exists(), "only the canary retunes"
         canary = json.loads((host_dir / "canary.json").read_text())
+        assert canary["promote"] is True, canary["summary"]
         assert canary["report"]["configs"]["retuned"] == sorted([UP, DOWN]) and canary["moe_lost"] == []
         cost = canary["report"]["retune_cost"]
         assert cost["gpu_minutes"] > 0 and cost["cache"][UP] == "miss", cost
         assert "- retuned on this host with the engine:" in (host_dir / "upgrade.md").read_text()
-        unit, _, active = host_state(fleet, gpu1)
-        assert unit == before["gpu1"][0] and active == "active" and http_status(fleet, gpu1, PORT) == 200
-        left = fleet.run(gpu1, "sh", "-c", f"ls {new_dir}/triton_3_9_0/ 2>/dev/null", check=False).stdout
-        assert UP not in left and DOWN not in left, "the rollback removed the retuned configs"
-        assert {name: digest(fleet, gpu1, f"{serving}/{name}") for name in (UP, DOWN)} == tuned
-        assert fleet.run(gpu1, "pgrep", "-f", "moe_engine.py", check=False).returncode == 1
+        summary = json.loads((run_dir / "rollout" / "summary.json").read_text())
+        assert summary["hosts"]["gpu2"]["status"] == "deployed", summary  # its prediction lost them; shipped to it
+        for host in hosts:
+            unit, _, active = host_state(fleet, host)
+            assert "/opt/sglang/venvs/0.5.24/bin/python" in unit and active == "active", host.name
+            assert http_status(fleet, host, PORT) == 200
+            installed = fleet.run(host, "sh", "-c", f"ls {configs}/triton_3_9_0/").stdout
+            assert UP in installed and DOWN in installed, host.name
+        shipped = {host.name: fleet.run(host, "sh", "-c", f"cat {configs}/triton_3_9_0/{UP}").stdout for host in hosts}
+        assert shipped["gpu1"] == shipped["gpu2"] == (host_dir / "configs" / UP).read_text()
+        assert fleet.run(hosts[0], "pgrep", "-f", "moe_engine.py", check=False).returncode == 1
     finally:
-        fleet.run(gpu1, "rm", "-f", f"{serving}/{UP}", f"{serving}/{DOWN}")
+        for host in hosts:
+            fleet.run(host, "rm", "-f", f"{serving}/{UP}", f"{serving}/{DOWN}")
+            fleet.run(host, "rm", "-rf", "/opt/sglang/venvs/0.5.24")
