@@ -168,8 +168,7 @@ def test_a_release_that_regresses_is_rolled_back_on_the_canary_and_nothing_is_lo
     assert not (run_dir / "rollout").exists(), "nothing was promoted"
 
 
-def test_configs_a_new_triton_loses_are_retuned_on_the_canary_which_is_promoted_and_ships_them(upgrade, fleet, hosts,
-                                                                                                 tmp_path):
+def test_configs_a_new_triton_loses_are_retuned_on_the_canary_promoted_and_shipped(upgrade, fleet, hosts, tmp_path):
     serving = f"{serving_configs(fleet, hosts[0])}/triton_3_6_0"
     for host in hosts:
         write_tuned(fleet, host, serving)
