@@ -40,6 +40,13 @@ options:
     type: list
     elements: str
     default: []
+  retuned:
+    description:
+      - The M(llmops.sglang.moe_tune) results of the retune on the canary (engine V(llmops)), before the switch; the
+        report lists their files under C(retuned) and their GPU-minutes and cache statuses as C(retune_cost).
+    type: list
+    elements: dict
+    default: []
   compare:
     description: Options of P(llmops.sglang.compare_sweeps#filter) (C(tuning_run_compare)).
     type: dict
@@ -65,7 +72,8 @@ _value:
   description:
     - C(promote) (bool), C(summary) (one line), C(reasons) (each limit crossed), C(notes) (what changed within the
       limits), the evidence C(comparison), C(side_effects), C(analysis), C(moe_lost), the C(policy) applied, and
-      C(report) (versions old and new, MoE configs kept / fallback / missing / carried / retune, startup facts diff,
+      C(report) (versions old and new, MoE configs kept / fallback / missing / carried / retuned / retune, the retune's C(retune_cost)
+      (C(files), C(gpu_minutes), C(cache) per file; null when nothing was retuned), startup facts diff,
       throughput table, latency rows, decision) with its C(markdown).
   type: dict
 """
@@ -79,7 +87,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils import upgrade_verdi
 
 
 def upgrade_verdict(old: Any, new: Any, prediction: Any = None, host: str = "", carried: Any = None, compare: Any = None,
-                    policy: Any = None) -> dict:
+                    policy: Any = None, retuned: Any = None) -> dict:
     for name, value in (("_input", old), ("new", new), ("prediction", prediction), ("compare", compare or {}),
                         ("policy", policy or {})):
         if not isinstance(value, Mapping):
@@ -88,7 +96,8 @@ def upgrade_verdict(old: Any, new: Any, prediction: Any = None, host: str = "", 
         verdict = verdicts.judge(dict(old), dict(new), compare=dict(compare or {}), options=dict(policy or {}))
     except ValueError as exc:
         raise AnsibleFilterError(f"upgrade_verdict: {exc}") from None
-    report = verdicts.report(verdict, dict(prediction), host=host, carried=list(carried or []))
+    report = verdicts.report(verdict, dict(prediction), host=host, carried=list(carried or []),
+                             retuned=verdicts.retune_summary(list(retuned or [])))
     applied = verdict.pop("options")
     return {**verdict, "policy": applied, "report": report}
 

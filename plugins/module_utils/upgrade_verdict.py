@@ -109,20 +109,34 @@ def _reasons(evidence: dict, options: dict) -> tuple[list[str], list[str]]:
     return reasons, notes
 
 
-def report(verdict: dict, prediction: dict, *, host: str, carried: t.Sequence[str] = ()) -> dict:
+def retune_summary(tuned: t.Sequence[dict]) -> dict | None:
+    """What the canary's retune did, from its llmops.sglang.moe_tune results (engine ``llmops``): the files it tuned, the
+    engine's GPU-minutes (0 for a task the cache or a checkpoint answered) and, per file, whether the controller's
+    cache answered. None when nothing was retuned."""
+    tuned = [task for task in tuned if task and task.get("output_file")]
+    if not tuned:
+        return None
+    return {"files": [task["file_name"] for task in tuned],
+            "gpu_minutes": round(sum((task.get("engine") or {}).get("gpu_minutes") or 0.0 for task in tuned), 3),
+            "cache": {task["file_name"]: (task.get("cache") or {}).get("status") for task in tuned}}
+
+
+def report(verdict: dict, prediction: dict, *, host: str, carried: t.Sequence[str] = (),
+           retuned: dict | None = None) -> dict:
     """What the upgrade's record shows about the canary (``canary.json``) and its Markdown (``markdown``): old and new
-    versions, the startup facts diff, the MoE configs found / fallback / missing / carried / to retune, throughput and
-    latency, and the decision."""
+    versions, the startup facts diff, the MoE configs found / fallback / missing / carried / retuned / to retune (with
+    the retune's GPU-minutes and cache statuses: :func:`retune_summary`), throughput and latency, and the decision."""
     versions = prediction.get("versions") or {}
     configs = {
         "kept": _names(prediction, ("kept", "gained")), "fallback": _names(prediction, ("fallback",)),
         "missing": _names(prediction, ("lost", "untuned", "error")), "carried": sorted(carried),
+        "retuned": sorted((retuned or {}).get("files") or ()),
         "retune": [row["file_name"] for row in prediction.get("retune") or ()],
     }
     record = {"host": host, "decision": "promote" if verdict["promote"] else "roll back", "summary": verdict["summary"],
               "reasons": verdict["reasons"], "notes": verdict["notes"],
               "versions": {side: _version_line(versions.get(side) or {}) for side in ("current", "new")},
-              "configs": configs, "facts_diff": (verdict["side_effects"] or {}).get("summary_lines") or [],
+              "configs": configs, "retune_cost": retuned, "facts_diff": (verdict["side_effects"] or {}).get("summary_lines") or [],
               "throughput": (verdict["comparison"] or {}).get("table", ""),
               "latency": _latency_rows(verdict["analysis"])}
     return {**record, "markdown": _markdown(record)}
@@ -151,6 +165,10 @@ def _markdown(record: dict) -> str:
     lines += [f"| {key} | {old.get(key) or '-'} | {new.get(key) or '-'} |" for key in ("sglang", "triton", "torch")]
     lines += ["", "## MoE configs", ""]
     lines += [f"- {what}: {', '.join(names) or 'none'}" for what, names in record["configs"].items()]
+    if record["retune_cost"]:
+        cache = "; ".join(f"{name}: {status}" for name, status in record["retune_cost"]["cache"].items())
+        lines += [f"- retuned on this host with the engine: {record['retune_cost']['gpu_minutes']:g} GPU-minutes; "
+                  f"engine cache: {cache}"]
     lines += ["", "## Startup facts, new against old", ""]
     lines += [f"- {line}" for line in record["facts_diff"]] or ["- no difference"]
     lines += ["", "## Throughput (new against old, same host and workload)", "", record["throughput"] or "not measured"]

@@ -41,7 +41,8 @@ RECORDS = {
     "kernel_table": "kernel_table.json", "kernel_benchmark": "kernel_benchmark.json", "configs": "configs",
     "provenance": "provenance.json", "cluster": "cluster.json",
     # rollout's and upgrade's
-    "rollout": "rollout.json", "release": "release.json", "carry": "carry.json", "prediction": "prediction.json",
+    "rollout": "rollout.json", "release": "release.json", "carry": "carry.json", "retune": "retune.json",
+    "prediction": "prediction.json",
     "prediction_md": "prediction.md", "canary": "canary.json", "canary_md": "upgrade.md",
 }
 # What a measured trial records (MEASUREMENT, the verdict on it, its cost), none of which a skipped trial has.

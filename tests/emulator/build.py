@@ -40,9 +40,10 @@ REQUIREMENTS = ("ray==2.52.1", "aiohttp==3.13.2", "pyyaml==6.0.3", "scipy==1.16.
 # What the emulator's `sglang` needs to import and serve (its pyproject's dependencies, pinned as above): the
 # wheelhouse carries them so an offline install of a release succeeds.
 RUNTIME_REQUIREMENTS = ("aiohttp==3.13.2", "pyyaml==6.0.3")
-# Releases the wheelhouse carries though no profile plays them: 0.5.24 is a future release whose Triton (3.9.0) has
-# no config directory anywhere, the upgrade that loses every tuned MoE config.
-WHEEL_ONLY_RELEASES = ("0.5.24",)
+# Releases the wheelhouse carries though no profile plays them: 0.5.17 (its CLI table from the real wheel; Triton 3.6.0,
+# as the real one's torch 2.11.0 brings) emulates a throughput regression (perf.RELEASE_DECODE_FACTORS); 0.5.24 is a
+# future release whose Triton (3.9.0) has no config directory anywhere, the upgrade that loses every tuned MoE config.
+WHEEL_ONLY_RELEASES = ("0.5.17", "0.5.24")
 # The Triton a release pins where it is not the emulator triton package's own version (3.6.0, the real case's).
 TRITON_PINS = {"0.5.24": "3.9.0"}
 STAMP_NAME = ".emulator-build.json"

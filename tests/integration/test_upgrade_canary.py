@@ -3,12 +3,15 @@
 
 - 0.5.23 (Triton 3.6.0) with the tuned configs only in the serving venv's package: carried into the new venv, the
   canary gpu1 serves as well as before on the same workload, so it is promoted, and gpu2 follows in the rollout's batch;
-- the future 0.5.24 with the tuned configs in a shared SGLANG_MOE_CONFIG_DIR: ready (it falls back to the 3.6.0
-  configs), but its decode is slower (the emulator's per-release regression, RELEASE_DECODE_FACTORS), so the canary is
-  rolled back - the old unit and python serve again, the configs untouched - and the playbook fails saying why;
-- 0.5.24 with the configs only in the serving venv: it would lose them (not ready), so nothing is switched.
+- 0.5.17 (Triton 3.6.0) with the tuned configs in a shared SGLANG_MOE_CONFIG_DIR: it keeps them, but its decode is
+  slower (the emulator's per-release regression, RELEASE_DECODE_FACTORS), so the canary is rolled back - the old unit
+  and python serve again, the configs untouched - and the playbook fails saying why;
+- the future 0.5.24 (Triton 3.9.0) with the configs only in the serving venv: it would lose them (tuned for Triton
+  3.6.0). With upgrade_retune=false it is refused and nothing is switched. By default the canary gpu1, its server
+  stopped, retunes them with the engine against 0.5.24's python and installs them into 0.5.24's triton_3_9_0
+  directory, the prediction says `kept`, the A/B passes, and gpu2 gets the retuned files at its promotion.
 
-A short workload (C=4, 3 runs of the serving release, 2-4 of the new one). Everything this module put on the hosts is
+A short workload (C=4, 3 runs of the serving release, 2-4 of the new one; the retune: 2 batch sizes, pruned space). Everything this module put on the hosts is
 removed at the end, and that is asserted. A check-mode run before them changes nothing.
 """
 from __future__ import annotations
@@ -37,6 +40,7 @@ SEQUENTIAL = {"min_repeats": 2, "max_repeats": 4, "spending": "obrien_fleming", 
 # p99 latency on this loaded machine moves more than a real server's: the limits leave room for its noise (the
 # 0.5.24 regression is +60 % TPOT), the capacity limit is the default.
 LATENCY = {"max_tpot_p99_increase_pct": 25, "max_ttft_p99_increase_pct": 200}
+RETUNE = {"batch_sizes": [1, 16], "search_space": "pruned"}
 ANALYSIS = {"bench": {"concurrency_levels": [4], "requests_per_level": 16, "warmup_requests": 4, "input_len": 256,
                       "output_len": 48, "endpoint": "completions"}, "limits": LATENCY}
 
@@ -93,12 +97,12 @@ def test_check_mode_measures_switches_and_promotes_nothing(upgrade, fleet, hosts
     assert fleet.run(hosts[0], "test", "-e", "/opt/sglang/venvs", check=False).returncode == 1
 
 
-def test_configs_the_new_release_would_lose_refuse_the_switch_before_anything_changes(upgrade, fleet, hosts):
+def test_without_the_retune_configs_the_new_release_would_lose_refuse_the_switch_before_anything_changes(upgrade, fleet, hosts):
     gpu1 = hosts[0]
     serving = f"{serving_configs(fleet, gpu1)}/triton_3_6_0"
     write_tuned(fleet, gpu1, serving)
     try:
-        result, before, run_dir = upgrade("0.5.24", ["gpu1"])
+        result, before, run_dir = upgrade("0.5.24", ["gpu1"], upgrade_retune=False)
         assert result.status == "failed"
         assert "upgrade_version: sglang 0.5.24 is not ready on gpu1, so nothing was switched" in result.stdout, \
             result.stdout[-6000:]
@@ -148,13 +152,13 @@ def test_a_release_that_regresses_is_rolled_back_on_the_canary_and_nothing_is_lo
     environment = {**ENVIRONMENT, "SGLANG_MOE_CONFIG_DIR": SHARED_DIR}
     write_tuned(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0")
     tuned = {name: digest(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0/{name}") for name in (UP, DOWN)}
-    result, before, run_dir = upgrade("0.5.24", ["gpu1"], environment)
+    result, before, run_dir = upgrade("0.5.17", ["gpu1"], environment)
     assert result.status == "failed"
-    assert "sglang 0.5.24 rolled back on the canary gpu1: throughput regressed at C=4" in result.stdout, \
+    assert "sglang 0.5.17 rolled back on the canary gpu1: throughput regressed at C=4" in result.stdout, \
         result.stdout[-6000:]
     canary = json.loads((run_dir / "upgrade" / "gpu1" / "canary.json").read_text())
     assert canary["promote"] is False and canary["comparison"]["regressed"] == [4]
-    assert canary["report"]["configs"]["fallback"] == [UP, DOWN]
+    assert canary["report"]["configs"]["kept"] == [UP, DOWN]  # the same Triton: nothing to carry or retune
     assert (run_dir / "upgrade" / "gpu1" / "upgrade.md").read_text().startswith(
         "# Upgrade canary: gpu1\n\n**Decision: roll back.**")
     unit, _, active = host_state(fleet, gpu1)
@@ -162,3 +166,43 @@ def test_a_release_that_regresses_is_rolled_back_on_the_canary_and_nothing_is_lo
     assert active == "active" and http_status(fleet, gpu1, PORT) == 200
     assert {name: digest(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0/{name}") for name in (UP, DOWN)} == tuned
     assert not (run_dir / "rollout").exists(), "nothing was promoted"
+
+
+def test_configs_a_new_triton_loses_are_retuned_on_the_canary_promoted_and_shipped(upgrade, fleet, hosts, tmp_path):
+    serving = f"{serving_configs(fleet, hosts[0])}/triton_3_6_0"
+    for host in hosts:
+        write_tuned(fleet, host, serving)
+    configs = "/opt/sglang/venvs/0.5.24/lib/python3*/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
+    try:
+        result, _, run_dir = upgrade("0.5.24", HOSTS, upgrade_retune_moe={**RETUNE, "cache_dir": str(tmp_path / "cache")})
+        assert result.status == "successful", result.stdout[-6000:]
+        host_dir = run_dir / "upgrade" / "gpu1"
+        retune = json.loads((host_dir / "retune.json").read_text())
+        assert retune["files"] == [UP, DOWN] and retune["up"]["cache"]["status"] == "miss", retune["up"].get("cache")
+        assert [path.rsplit("/", 1)[-1] for path in retune["installed"]["installed"]] == sorted([UP, DOWN])
+        assert all("/venvs/0.5.24/" in path and "/triton_3_9_0/" in path for path in retune["installed"]["installed"])
+        assert sorted(p.name for p in (host_dir / "configs").iterdir()) == sorted([UP, DOWN])
+        prediction = json.loads((host_dir / "prediction.json").read_text())
+        assert [row["verdict"] for row in prediction["moe"]] == ["kept", "kept"] and prediction["ready"], prediction
+        assert not (run_dir / "upgrade" / "gpu2" / "retune.json").exists(), "only the canary retunes"
+        canary = json.loads((host_dir / "canary.json").read_text())
+        assert canary["promote"] is True, canary["summary"]
+        assert canary["report"]["configs"]["retuned"] == sorted([UP, DOWN]) and canary["moe_lost"] == []
+        cost = canary["report"]["retune_cost"]
+        assert cost["gpu_minutes"] > 0 and cost["cache"][UP] == "miss", cost
+        assert "- retuned on this host with the engine:" in (host_dir / "upgrade.md").read_text()
+        summary = json.loads((run_dir / "rollout" / "summary.json").read_text())
+        assert summary["hosts"]["gpu2"]["status"] == "deployed", summary  # its prediction lost them; shipped to it
+        for host in hosts:
+            unit, _, active = host_state(fleet, host)
+            assert "/opt/sglang/venvs/0.5.24/bin/python" in unit and active == "active", host.name
+            assert http_status(fleet, host, PORT) == 200
+            installed = fleet.run(host, "sh", "-c", f"ls {configs}/triton_3_9_0/").stdout
+            assert UP in installed and DOWN in installed, host.name
+        shipped = {host.name: fleet.run(host, "sh", "-c", f"cat {configs}/triton_3_9_0/{UP}").stdout for host in hosts}
+        assert shipped["gpu1"] == shipped["gpu2"] == (host_dir / "configs" / UP).read_text()
+        assert fleet.run(hosts[0], "pgrep", "-f", "moe_engine.py", check=False).returncode == 1
+    finally:
+        for host in hosts:
+            fleet.run(host, "rm", "-f", f"{serving}/{UP}", f"{serving}/{DOWN}")
+            fleet.run(host, "rm", "-rf", "/opt/sglang/venvs/0.5.24")

@@ -70,7 +70,7 @@ def test_every_profiles_release_has_its_venv_and_tagged_checkout(payload: tuple[
 def test_the_wheelhouse_holds_every_release_its_triton_and_what_it_needs_to_run(payload) -> None:
     dest, paths = payload
     names = sorted(path.name for path in paths["wheelhouse"].iterdir())
-    for release in ("0.5.11", "0.5.23", "0.5.24"):
+    for release in ("0.5.11", "0.5.17", "0.5.23", "0.5.24"):
         assert f"sglang-{release}-py3-none-any.whl" in names
     assert {"triton-3.6.0-py3-none-any.whl", "triton-3.9.0-py3-none-any.whl"} <= set(names)
     assert any(name.startswith("aiohttp-3.13.2-") for name in names) and any(name.startswith("pyyaml-") for name in names)

@@ -10,7 +10,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter.upgrade_policy import upgrade_policy
 from ansible_collections.llmops.sglang.plugins.filter.upgrade_verdict import upgrade_verdict
-from ansible_collections.llmops.sglang.plugins.module_utils.upgrade_verdict import judge, report
+from ansible_collections.llmops.sglang.plugins.module_utils.upgrade_verdict import judge, report, retune_summary
 from tests.unit.plugins.module_utils.test_sweep_stats import LOW_NOISE, REAL_BASELINE, sweep
 
 ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN"}
@@ -114,10 +114,28 @@ def test_the_report_shows_old_against_new():
     assert record["decision"] == "roll back" and record["host"] == "gpu1"
     assert record["versions"] == {"current": {"sglang": "0.5.11", "triton": "3.6.0", "torch": None},
                                   "new": {"sglang": "0.5.23", "triton": "3.6.0", "torch": None}}
-    assert record["configs"] == {"kept": [], "fallback": [DOWN], "missing": [UP], "carried": [UP], "retune": [DOWN]}
+    assert record["configs"] == {"kept": [], "fallback": [DOWN], "missing": [UP], "carried": [UP], "retuned": [],
+                                 "retune": [DOWN]}
+    assert record["retune_cost"] is None and "retuned on this host" not in record["markdown"]
     markdown = record["markdown"]
     assert markdown.startswith("# Upgrade canary: gpu1\n\n**Decision: roll back.** roll back: throughput regressed")
     assert "| sglang | 0.5.11 | 0.5.23 |" in markdown and f"- carried: {UP}" in markdown
     assert "| 32 | 1515.1 | 939.4 | -38.0% | regressed |" in markdown  # the comparison's table
     assert result["policy"] == {"max_capacity_loss_pct": 10.0, "latency_limits": None}
     assert report(judge(measured(), measured(), options=LOOSE), PREDICTION, host="gpu1")["decision"] == "promote"
+
+
+def test_the_report_shows_what_the_canary_retuned_its_gpu_minutes_and_the_cache():
+    """The retune's moe_tune results (up by the engine, down from the same run's cache entry) as canary.json and
+    upgrade.md show them; a task that did not run (skipped: no output_file) is not counted."""
+    up = {"file_name": UP, "output_file": f"/w/{UP}", "engine": {"gpu_minutes": 1.25}, "cache": {"status": "miss"}}
+    down = {"file_name": DOWN, "output_file": f"/w/{DOWN}", "engine": None, "cache": {"status": "hit"}}
+    assert retune_summary([up, {"skipped": True}]) == {"files": [UP], "gpu_minutes": 1.25, "cache": {UP: "miss"}}
+    assert retune_summary([{"skipped": True}]) is None
+    result = upgrade_verdict(measured(), measured(), prediction=PREDICTION, host="gpu1", retuned=[up, down],
+                             policy=LOOSE)
+    record = result["report"]
+    assert record["configs"]["retuned"] == sorted([UP, DOWN]) and record["decision"] == "promote"
+    assert record["retune_cost"] == {"files": [UP, DOWN], "gpu_minutes": 1.25, "cache": {UP: "miss", DOWN: "hit"}}
+    assert (f"- retuned on this host with the engine: 1.25 GPU-minutes; engine cache: {UP}: miss; {DOWN}: hit"
+            in record["markdown"])
