@@ -281,13 +281,18 @@ def read_json(path: str) -> dict | None:
         return None
 
 
-def write_json_atomically(path: str, data: dict) -> None:
+def write_text_atomically(path: str, text: str) -> None:
+    """``path`` holds either its old content or all of ``text``, never a part (a checkpoint read after a kill)."""
     tmp = f"{path}.tmp.{os.getpid()}"
     with open(tmp, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, indent=1, sort_keys=True)
+        handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def write_json_atomically(path: str, data: dict) -> None:
+    write_text_atomically(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def sglang_file(picks: dict[int, str], configs: dict[str, dict]) -> dict[str, dict]:
@@ -1569,11 +1574,8 @@ def shard_task(source: str, job: dict) -> dict:
     job = {**job, "gpus": gpus or [str(gpu) for gpu in ray.get_gpu_ids()]}
     os.makedirs(job["work_dir"], exist_ok=True)
     program, job_path = os.path.join(job["work_dir"], f"{PROGRAM}.py"), os.path.join(job["work_dir"], "job.json")
-    for path, content in ((program, source), (job_path, json.dumps(job, indent=1))):
-        tmp = f"{path}.tmp.{os.getpid()}"
-        with open(tmp, "w", encoding="utf-8") as handle:
-            handle.write(content)
-        os.replace(tmp, path)
+    write_text_atomically(program, source)
+    write_json_atomically(job_path, job)
     env = {name: value for name, value in os.environ.items() if name != "RAY_ADDRESS"}
     log = os.path.join(job["work_dir"], "engine.log")
     with open(log, "w", encoding="utf-8") as out:
