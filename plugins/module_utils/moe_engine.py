@@ -366,13 +366,19 @@ def preload_release(report_path: str) -> dict:
     initialised anyway or the server's forks cannot start a worker."""
     start = time.perf_counter()
     record = {"stopped_at": None, "error": None, "cuda_initialised": False}
+    # torch.cuda.is_available() through NVML, not the CUDA runtime: cudaGetDeviceCount initialises the driver without
+    # torch counting it as initialised, and a process forked after it cannot use CUDA (an H100 run: 0.5.23's platform
+    # detection asked, and every fork probe failed). Torch reads it at each call; the forked workers keep it.
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
     try:
         import torch
     except ImportError:  # a sandbox host: the emulator's kernels need no torch
         torch = None
-    lazy_init = torch.cuda._lazy_init if torch else None
+    saved = {name: getattr(torch.cuda, name) for name in ("_lazy_init", *NVML_ANSWERS)} if torch else {}
     if torch:
         torch.cuda._lazy_init = _refuse_cuda
+        for name, answer in _nvml_answers(torch).items():
+            setattr(torch.cuda, name, answer)
     try:
         try:
             importlib.import_module(EMULATED_BENCH)
@@ -388,16 +394,51 @@ def preload_release(report_path: str) -> dict:
     except Exception as exc:  # noqa: BLE001 - each worker imports it again and reports what fails
         record["error"] = f"{type(exc).__name__}: {str(exc)[:300]}"
     finally:
+        for name, value in saved.items():
+            setattr(torch.cuda, name, value)
         if torch:
-            torch.cuda._lazy_init = lazy_init
             record["cuda_initialised"] = bool(torch.cuda.is_initialized())
     record.update(seconds=round(time.perf_counter() - start, 2), modules=len(sys.modules), pid=os.getpid())
     write_json_atomically(report_path, record)
     return record
 
 
-def _refuse_cuda() -> None:
+def _refuse_cuda(*_args, **_kwargs) -> None:
     raise _CudaTouched()
+
+
+# torch.cuda's device queries a release asks at import, answered in the fork server from NVML (which does not
+# initialise CUDA) with what CUDA would answer: 0.5.23 reads the device name to pick its platform
+# (sglang/srt/platforms/__init__.py, _is_sail_available) and the capability for its DeepGEMM and kernel choices.
+NVML_ANSWERS = ("get_device_name", "get_device_capability")
+
+
+def _nvml_answers(torch) -> dict:
+    """The NVML_ANSWERS as functions of a torch device index (CUDA_VISIBLE_DEVICES applied, as torch does); none
+    without nvidia-ml-py or a driver, and a query NVML cannot answer stops the import like a CUDA initialisation."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+    except Exception:  # noqa: BLE001 - no NVML: the queries initialise CUDA, and the guard stops the import there
+        return {}
+
+    def handle(device):
+        try:
+            device = torch.device(device) if isinstance(device, str) else device
+            index = (device if isinstance(device, int) else getattr(device, "index", None)) or 0
+            return pynvml.nvmlDeviceGetHandleByIndex(torch.cuda._get_nvml_device_index(index))
+        except Exception as exc:  # noqa: BLE001 - answered by CUDA or not at all
+            raise _CudaTouched() from exc
+
+    def get_device_name(device=None) -> str:
+        name = pynvml.nvmlDeviceGetName(handle(device))
+        return name.decode() if isinstance(name, bytes) else name
+
+    def get_device_capability(device=None) -> tuple[int, int]:
+        return tuple(pynvml.nvmlDeviceGetCudaComputeCapability(handle(device)))
+
+    return {"get_device_name": get_device_name, "get_device_capability": get_device_capability}
 
 
 class Release:
@@ -885,6 +926,9 @@ def start_pools(job: dict) -> tuple:
     if job["start_method"] == "forkserver":
         ctx = multiprocessing.get_context("forkserver")
         report = os.path.join(job["work_dir"], "forkserver-preload.json")
+        for stale in (report, fork_probe_error_path(job)):  # a resumed run's
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(stale)
         if __name__ == "__main__":  # this program, alone in its folder: the server imports it by name to preload
             ctx.set_forkserver_preload([PROGRAM])
         with _environment({PRELOAD_ENV: report, "PYTHONPATH": os.pathsep.join(
@@ -904,7 +948,8 @@ def start_pools(job: dict) -> tuple:
             for pool in pools:
                 pool.close(abort=True)
             record.update(method="spawn", fallback=f"a process forked from the fork server could not start a "
-                                                   f"compile worker (exit code {probe.exitcode}); workers spawned")
+                                                   f"compile worker (exit code {probe.exitcode}); workers spawned",
+                          probe_error=(read_json(fork_probe_error_path(job)) or {}).get("error"))
     return (*_pools(multiprocessing.get_context("spawn"), job), record)
 
 
@@ -934,10 +979,13 @@ def fork_probe(job: dict) -> None:
     _worker_environment(job, job["gpus"][0])
     try:
         backend(job, warmup_only=True)
-    except Exception as exc:  # noqa: BLE001 - the exit code is the answer; the reason goes to the engine's log
-        sys.stderr.write(f"fork probe: {type(exc).__name__}: {str(exc)[:300]}\n")
-        sys.stderr.flush()
+    except Exception as exc:  # noqa: BLE001 - the exit code is the answer; the reason goes to the start record
+        write_json_atomically(fork_probe_error_path(job), {"error": f"{type(exc).__name__}: {str(exc)[:300]}"})
         os._exit(1)
+
+
+def fork_probe_error_path(job: dict) -> str:
+    return os.path.join(job["work_dir"], "fork-probe-error.json")
 
 
 class _Thread:
@@ -999,6 +1047,7 @@ class Engine:
         self.checkpoint = read_checkpoint(self.checkpoint_path, fingerprint(job))
         self.screen: dict[str, dict[str, dict[int, float]]] = {k: {} for k in KERNELS}
         self.final: dict[str, dict[int, dict[str, float]]] = {k: {} for k in KERNELS}
+        self.refined: dict[str, dict[int, dict[str, float]]] = {k: {} for k in KERNELS}
         self.failed: dict[str, dict[str, str]] = {k: {} for k in KERNELS}
         self.resumed = 0
         self.device, self.ready, self.pending_checks = None, {}, {}
@@ -1252,6 +1301,10 @@ class Engine:
             kernel, m = payload["kernel"], payload["m"]
             finalists = sorted(medians, key=medians.get)[:self.timing["final_top"]]
             finalists += [key for key, _time in best_per_block_m(medians).values()]
+            # twins too: an H100 run's refinement ranked the GROUP_SIZE_M=1 twin of M=3072's best above it (3.5%
+            # slower in every other timing) and the final never saw the best; interleaved final replays decide
+            finalists = with_twins(list(dict.fromkeys(finalists)), medians)
+            self.refined[kernel][m] = medians
             if self.defaults[kernel][m] in medians:
                 finalists.append(self.defaults[kernel][m])
             rounds = max(1, self.timing["final_reps"] // self.timing["refine_reps"])
@@ -1273,7 +1326,8 @@ class Engine:
             "pick": pick, "timed": {k: sum(m in by_m for by_m in self.screen[k].values()) for k in kernels},
             "default": {k: self.defaults[k][m] for k in kernels},
             "default_us": {k: times[k].get(self.defaults[k][m]) for k in kernels}, "rel_error": {},
-            "final_us": times}  # every finalist's time: why the pick won (a miss is diagnosed from it)
+            "final_us": times,  # every finalist's time: why the pick won (a miss is diagnosed from it)
+            "refine_us": {k: self.refined[k].get(m) for k in kernels}}  # and why the others were not finalists
         for each in kernels:
             key = pick[each]
             self.backlog.appendleft(("check", {"id": f"{each}/{m}/check", "kernel": each, "m": m, "key": key,

@@ -269,35 +269,69 @@ def is_initialized():
     return _initialized
 
 
-def get_device_capability():
+def get_device_capability(device=None):
     _lazy_init()  # as torch's: initialises CUDA
     return (9, 0)
+
+
+def get_device_name(device=None):
+    _lazy_init()
+    return "NVIDIA H100 80GB HBM3"
+
+
+def _get_nvml_device_index(device):
+    return {0: 3}[device]  # CUDA_VISIBLE_DEVICES=3
+'''
+FAKE_PYNVML = '''
+def nvmlInit():
+    pass
+
+
+def nvmlDeviceGetHandleByIndex(index):
+    assert index == 3
+    return "handle-3"
+
+
+def nvmlDeviceGetName(handle):
+    return b"NVIDIA H100 80GB HBM3"
+
+
+def nvmlDeviceGetCudaComputeCapability(handle):
+    return [9, 0]
 '''
 KERNEL_MODULE = "sglang/kernels/ops/moe/fused_moe_triton_kernels.py"
 CONFIG_MODULE = "sglang/srt/layers/moe/moe_runner/triton_utils/fused_moe_triton_config.py"
 ALIGN_MODULE = "sglang/srt/layers/moe/moe_runner/triton_utils/moe_align_block_size.py"
 TOUCHES_CUDA = "import torch\nSM = torch.cuda.get_device_capability()\n"
+# 0.5.23's platform detection (sglang/srt/platforms/__init__.py, _is_sail_available) and DeepGEMM configurer
+ASKS_THE_DEVICE = ("import torch\nNAME = torch.cuda.get_device_name()\nSM = torch.cuda.get_device_capability(0)\n"
+                   "assert (NAME, SM) == ('NVIDIA H100 80GB HBM3', (9, 0)), (NAME, SM)\n")
 
 
-def _preload(tmp_path, touching: str | None) -> dict:
+def _preload(tmp_path, touching: str | None, text: str = TOUCHES_CUDA, nvml: bool = False) -> dict:
     """preload_release in a fresh process over a fake torch and release; ``touching``: the file whose import asks
     torch for the device capability (initialising CUDA), as 0.5.23's DeepGEMM configurer does without NVML."""
     root = tmp_path / "site"
     files = {"torch/__init__.py": "from . import cuda\n", "torch/cuda.py": FAKE_TORCH_CUDA, "triton/__init__.py": "",
              "sglang/__init__.py": "", KERNEL_MODULE: "", CONFIG_MODULE: "", ALIGN_MODULE: ""}
     if touching:
-        files[touching] = TOUCHES_CUDA
+        files[touching] = text
+    if nvml:
+        files["pynvml.py"] = FAKE_PYNVML
     for name, text in files.items():
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
-    for folder in {path.parent for path in root.rglob("*.py")}:
+    for folder in {path.parent for path in root.rglob("*.py")} - {root}:
         (folder / "__init__.py").touch()
     engine = Path(moe_engine.__file__)
     code = ("import importlib.util, json, sys\n"
             f"spec = importlib.util.spec_from_file_location('engine_copy', {str(engine)!r})\n"
             "engine = importlib.util.module_from_spec(spec); spec.loader.exec_module(engine)\n"
             f"engine.preload_release({str(tmp_path / 'preload.json')!r})\n"
+            "import os, torch\n"
+            "assert torch.cuda.get_device_name.__module__ == 'torch.cuda', 'the NVML answers outlived the preload'\n"
+            "assert os.environ['PYTORCH_NVML_BASED_CUDA_CHECK'] == '1'\n"
             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('sglang'))))\n")
     proc = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(root)},
                           capture_output=True, text=True, check=True)
@@ -318,6 +352,18 @@ def test_preload_stops_an_import_that_would_initialise_cuda(tmp_path, touching):
     assert report["cuda_initialised"] is False
     assert report["stopped_at"] and report["stopped_at"][-1].startswith(str(tmp_path / "site" / touching) + ":")
     assert KERNEL_MODULE.replace("/", ".")[:-3] not in report["imported"]  # the workers import it themselves
+
+
+def test_preload_answers_the_device_queries_from_nvml_without_initialising_cuda(tmp_path):
+    report = _preload(tmp_path, "sglang/__init__.py", ASKS_THE_DEVICE, nvml=True)
+    assert report["stopped_at"] is None and report["error"] is None and report["cuda_initialised"] is False
+    assert KERNEL_MODULE.replace("/", ".")[:-3] in report["imported"]
+
+
+def test_preload_without_nvml_stops_where_the_release_asks_the_device(tmp_path):
+    report = _preload(tmp_path, "sglang/__init__.py", ASKS_THE_DEVICE)
+    assert report["cuda_initialised"] is False and report["stopped_at"][-1].startswith(
+        str(tmp_path / "site" / "sglang/__init__.py") + ":")
 
 
 def test_with_twins_adds_the_screened_group_size_twins_of_the_refined():
