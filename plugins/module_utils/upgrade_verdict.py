@@ -109,16 +109,20 @@ def _reasons(evidence: dict, options: dict) -> tuple[list[str], list[str]]:
     return reasons, notes
 
 
-def retune_summary(tuned: t.Sequence[dict]) -> dict | None:
+def retune_summary(tuned: t.Sequence[dict], estimate: dict | None = None) -> dict | None:
     """What the canary's retune did, from its llmops.sglang.moe_tune results (engine ``llmops``): the files it tuned, the
-    engine's GPU-minutes (0 for a task the cache or a checkpoint answered) and, per file, whether the controller's
-    cache answered. None when nothing was retuned."""
+    engine's GPU-minutes (0 for a task the cache or a checkpoint answered), per file whether the controller's cache
+    answered, and what ``estimate`` (the moe_cost_estimate filter's, made before the server stopped) expected: the
+    engine's GPU-minutes, comparable to the spent ones, and the deployment's GPUs held meanwhile. None when nothing
+    was retuned."""
     tuned = [task for task in tuned if task and task.get("output_file")]
     if not tuned:
         return None
+    expected = {key: estimate[key] for key in ("engine_gpu_minutes", "gpu_minutes", "gpus", "summary")} if estimate else None
     return {"files": [task["file_name"] for task in tuned],
             "gpu_minutes": round(sum((task.get("engine") or {}).get("gpu_minutes") or 0.0 for task in tuned), 3),
-            "cache": {task["file_name"]: (task.get("cache") or {}).get("status") for task in tuned}}
+            "cache": {task["file_name"]: (task.get("cache") or {}).get("status") for task in tuned},
+            "estimate": expected}
 
 
 def report(verdict: dict, prediction: dict, *, host: str, carried: t.Sequence[str] = (),
@@ -166,9 +170,7 @@ def _markdown(record: dict) -> str:
     lines += ["", "## MoE configs", ""]
     lines += [f"- {what}: {', '.join(names) or 'none'}" for what, names in record["configs"].items()]
     if record["retune_cost"]:
-        cache = "; ".join(f"{name}: {status}" for name, status in record["retune_cost"]["cache"].items())
-        lines += [f"- retuned on this host with the engine: {record['retune_cost']['gpu_minutes']:g} GPU-minutes; "
-                  f"engine cache: {cache}"]
+        lines += [_retune_line(record["retune_cost"])]
     lines += ["", "## Startup facts, new against old", ""]
     lines += [f"- {line}" for line in record["facts_diff"]] or ["- no difference"]
     lines += ["", "## Throughput (new against old, same host and workload)", "", record["throughput"] or "not measured"]
@@ -179,6 +181,14 @@ def _markdown(record: dict) -> str:
                   f"| {_ms(row['tpot_ms']['before_p99'])} | {_ms(row['tpot_ms']['after_p99'])} "
                   f"| {row['error_rate']['after']:.1%} |" for row in record["latency"]]
     return "\n".join(lines) + "\n"
+
+
+def _retune_line(cost: dict) -> str:
+    cache = "; ".join(f"{name}: {status}" for name, status in cost["cache"].items())
+    estimate = cost.get("estimate")
+    expected = (f" (estimated {estimate['engine_gpu_minutes']:g} before the server stopped; the deployment's "
+                f"{estimate['gpus']} GPUs held for an estimated {estimate['gpu_minutes']:g})") if estimate else ""
+    return f"- retuned on this host with the engine: {cost['gpu_minutes']:g} GPU-minutes{expected}; engine cache: {cache}"
 
 
 def _ms(value: float | None) -> str:

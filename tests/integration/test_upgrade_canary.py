@@ -190,7 +190,13 @@ def test_configs_a_new_triton_loses_are_retuned_on_the_canary_promoted_and_shipp
         assert canary["report"]["configs"]["retuned"] == sorted([UP, DOWN]) and canary["moe_lost"] == []
         cost = canary["report"]["retune_cost"]
         assert cost["gpu_minutes"] > 0 and cost["cache"][UP] == "miss", cost
-        assert "- retuned on this host with the engine:" in (host_dir / "upgrade.md").read_text()
+        # estimated before the server stopped, from the up kernel's plan (2 batch sizes, the pruned space, a miss)
+        estimate = retune["estimate"]
+        assert estimate["engine"] == "llmops" and estimate["cache"] == "miss" and estimate["kernels"] == 2, estimate
+        assert estimate["batch_sizes"] == 2 and estimate["gpus"] == 4 and estimate["engine_gpu_minutes"] > 0, estimate
+        assert cost["estimate"]["engine_gpu_minutes"] == estimate["engine_gpu_minutes"]
+        assert (f"- retuned on this host with the engine: {cost['gpu_minutes']:g} GPU-minutes (estimated "
+                f"{estimate['engine_gpu_minutes']:g} before the server stopped") in (host_dir / "upgrade.md").read_text()
         summary = json.loads((run_dir / "rollout" / "summary.json").read_text())
         assert summary["hosts"]["gpu2"]["status"] == "deployed", summary  # its prediction lost them; shipped to it
         for host in hosts:
