@@ -130,20 +130,31 @@ def report(verdict: dict, prediction: dict, *, host: str, carried: t.Sequence[st
     """What the upgrade's record shows about the canary (``canary.json``) and its Markdown (``markdown``): old and new
     versions, the startup facts diff, the MoE configs found / fallback / missing / carried / retuned / to retune (with
     the retune's GPU-minutes and cache statuses: :func:`retune_summary`), throughput and latency, and the decision."""
-    versions = prediction.get("versions") or {}
-    configs = {
-        "kept": _names(prediction, ("kept", "gained")), "fallback": _names(prediction, ("fallback",)),
-        "missing": _names(prediction, ("lost", "untuned", "error")), "carried": sorted(carried),
-        "retuned": sorted((retuned or {}).get("files") or ()),
-        "retune": [row["file_name"] for row in prediction.get("retune") or ()],
-    }
     record = {"host": host, "decision": "promote" if verdict["promote"] else "roll back", "summary": verdict["summary"],
-              "reasons": verdict["reasons"], "notes": verdict["notes"],
-              "versions": {side: _version_line(versions.get(side) or {}) for side in ("current", "new")},
-              "configs": configs, "retune_cost": retuned, "facts_diff": (verdict["side_effects"] or {}).get("summary_lines") or [],
+              "reasons": verdict["reasons"], "notes": verdict["notes"], "versions": versions(prediction),
+              "configs": configs(prediction, carried, (retuned or {}).get("files") or ()),
+              "retune_cost": retuned, "facts_diff": (verdict["side_effects"] or {}).get("summary_lines") or [],
               "throughput": (verdict["comparison"] or {}).get("table", ""),
               "latency": _latency_rows(verdict["analysis"])}
     return {**record, "markdown": _markdown(record)}
+
+
+def versions(prediction: dict) -> dict:
+    """The serving (``current``) and the new release's sglang, triton and torch versions of a prediction."""
+    found = prediction.get("versions") or {}
+    return {side: _version_line(found.get(side) or {}) for side in ("current", "new")}
+
+
+def configs(prediction: dict, carried: t.Iterable[str] = (), retuned: t.Iterable[str] = ()) -> dict:
+    """A host's MoE config files by what the new release does with them (the prediction made after the carry and the
+    retune): kept (or gained), fallback, missing (lost, untuned, error); the ``carried`` and ``retuned`` file names;
+    and those the prediction still lists under retune. A file ``retuned`` after the prediction (the canary's, shipped
+    to another host at its promotion) is neither missing nor still to retune."""
+    retuned = sorted(retuned)
+    return {"kept": _names(prediction, ("kept", "gained")), "fallback": _names(prediction, ("fallback",)),
+            "missing": [name for name in _names(prediction, ("lost", "untuned", "error")) if name not in retuned],
+            "carried": sorted(carried), "retuned": retuned,
+            "retune": [row["file_name"] for row in prediction.get("retune") or () if row["file_name"] not in retuned]}
 
 
 def _names(prediction: dict, verdicts: tuple[str, ...]) -> list[str]:
@@ -170,7 +181,7 @@ def _markdown(record: dict) -> str:
     lines += ["", "## MoE configs", ""]
     lines += [f"- {what}: {', '.join(names) or 'none'}" for what, names in record["configs"].items()]
     if record["retune_cost"]:
-        lines += [_retune_line(record["retune_cost"])]
+        lines += [f"- {retune_text(record['retune_cost'])}"]
     lines += ["", "## Startup facts, new against old", ""]
     lines += [f"- {line}" for line in record["facts_diff"]] or ["- no difference"]
     lines += ["", "## Throughput (new against old, same host and workload)", "", record["throughput"] or "not measured"]
@@ -183,12 +194,13 @@ def _markdown(record: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _retune_line(cost: dict) -> str:
+def retune_text(cost: dict) -> str:
+    """The retune's cost (:func:`retune_summary`) in one line: spent, estimated, the engine cache per file."""
     cache = "; ".join(f"{name}: {status}" for name, status in cost["cache"].items())
     estimate = cost.get("estimate")
     expected = (f" (estimated {estimate['engine_gpu_minutes']:g} before the server stopped; the deployment's "
                 f"{estimate['gpus']} GPUs held for an estimated {estimate['gpu_minutes']:g})") if estimate else ""
-    return f"- retuned on this host with the engine: {cost['gpu_minutes']:g} GPU-minutes{expected}; engine cache: {cache}"
+    return f"retuned on this host with the engine: {cost['gpu_minutes']:g} GPU-minutes{expected}; engine cache: {cache}"
 
 
 def _ms(value: float | None) -> str:
