@@ -47,6 +47,11 @@ options:
     type: list
     elements: dict
     default: []
+  retune_estimate:
+    description:
+      - The retune's estimate (P(llmops.sglang.moe_cost_estimate#filter) with O(retuned)'s plan, made before the server
+        stopped); the report shows it beside what the retune spent.
+    type: dict
   compare:
     description: Options of P(llmops.sglang.compare_sweeps#filter) (C(tuning_run_compare)).
     type: dict
@@ -73,7 +78,8 @@ _value:
     - C(promote) (bool), C(summary) (one line), C(reasons) (each limit crossed), C(notes) (what changed within the
       limits), the evidence C(comparison), C(side_effects), C(analysis), C(moe_lost), the C(policy) applied, and
       C(report) (versions old and new, MoE configs kept / fallback / missing / carried / retuned / retune, the retune's C(retune_cost)
-      (C(files), C(gpu_minutes), C(cache) per file; null when nothing was retuned), startup facts diff,
+      (C(files), C(gpu_minutes), C(cache) per file, C(estimate) with the estimate's C(engine_gpu_minutes),
+      C(gpu_minutes), C(gpus) and C(summary); null when nothing was retuned), startup facts diff,
       throughput table, latency rows, decision) with its C(markdown).
   type: dict
 """
@@ -87,9 +93,9 @@ from ansible_collections.llmops.sglang.plugins.module_utils import upgrade_verdi
 
 
 def upgrade_verdict(old: Any, new: Any, prediction: Any = None, host: str = "", carried: Any = None, compare: Any = None,
-                    policy: Any = None, retuned: Any = None) -> dict:
+                    policy: Any = None, retuned: Any = None, retune_estimate: Any = None) -> dict:
     for name, value in (("_input", old), ("new", new), ("prediction", prediction), ("compare", compare or {}),
-                        ("policy", policy or {})):
+                        ("policy", policy or {}), ("retune_estimate", retune_estimate or {})):
         if not isinstance(value, Mapping):
             raise AnsibleFilterError(f"upgrade_verdict: {name} must be a dict, got {type(value).__name__}")
     try:
@@ -97,7 +103,8 @@ def upgrade_verdict(old: Any, new: Any, prediction: Any = None, host: str = "", 
     except ValueError as exc:
         raise AnsibleFilterError(f"upgrade_verdict: {exc}") from None
     report = verdicts.report(verdict, dict(prediction), host=host, carried=list(carried or []),
-                             retuned=verdicts.retune_summary(list(retuned or [])))
+                             retuned=verdicts.retune_summary(list(retuned or []),
+                                                             dict(retune_estimate) if retune_estimate else None))
     applied = verdict.pop("options")
     return {**verdict, "policy": applied, "report": report}
 

@@ -109,16 +109,20 @@ def _reasons(evidence: dict, options: dict) -> tuple[list[str], list[str]]:
     return reasons, notes
 
 
-def retune_summary(tuned: t.Sequence[dict]) -> dict | None:
+def retune_summary(tuned: t.Sequence[dict], estimate: dict | None = None) -> dict | None:
     """What the canary's retune did, from its llmops.sglang.moe_tune results (engine ``llmops``): the files it tuned, the
-    engine's GPU-minutes (0 for a task the cache or a checkpoint answered) and, per file, whether the controller's
-    cache answered. None when nothing was retuned."""
+    engine's GPU-minutes (0 for a task the cache or a checkpoint answered), per file whether the controller's cache
+    answered, and what ``estimate`` (the moe_cost_estimate filter's, made before the server stopped) expected: the
+    engine's GPU-minutes, comparable to the spent ones, and the deployment's GPUs held meanwhile. None when nothing
+    was retuned."""
     tuned = [task for task in tuned if task and task.get("output_file")]
     if not tuned:
         return None
+    expected = {key: estimate[key] for key in ("engine_gpu_minutes", "gpu_minutes", "gpus", "summary")} if estimate else None
     return {"files": [task["file_name"] for task in tuned],
             "gpu_minutes": round(sum((task.get("engine") or {}).get("gpu_minutes") or 0.0 for task in tuned), 3),
-            "cache": {task["file_name"]: (task.get("cache") or {}).get("status") for task in tuned}}
+            "cache": {task["file_name"]: (task.get("cache") or {}).get("status") for task in tuned},
+            "estimate": expected}
 
 
 def report(verdict: dict, prediction: dict, *, host: str, carried: t.Sequence[str] = (),
@@ -126,20 +130,31 @@ def report(verdict: dict, prediction: dict, *, host: str, carried: t.Sequence[st
     """What the upgrade's record shows about the canary (``canary.json``) and its Markdown (``markdown``): old and new
     versions, the startup facts diff, the MoE configs found / fallback / missing / carried / retuned / to retune (with
     the retune's GPU-minutes and cache statuses: :func:`retune_summary`), throughput and latency, and the decision."""
-    versions = prediction.get("versions") or {}
-    configs = {
-        "kept": _names(prediction, ("kept", "gained")), "fallback": _names(prediction, ("fallback",)),
-        "missing": _names(prediction, ("lost", "untuned", "error")), "carried": sorted(carried),
-        "retuned": sorted((retuned or {}).get("files") or ()),
-        "retune": [row["file_name"] for row in prediction.get("retune") or ()],
-    }
     record = {"host": host, "decision": "promote" if verdict["promote"] else "roll back", "summary": verdict["summary"],
-              "reasons": verdict["reasons"], "notes": verdict["notes"],
-              "versions": {side: _version_line(versions.get(side) or {}) for side in ("current", "new")},
-              "configs": configs, "retune_cost": retuned, "facts_diff": (verdict["side_effects"] or {}).get("summary_lines") or [],
+              "reasons": verdict["reasons"], "notes": verdict["notes"], "versions": versions(prediction),
+              "configs": configs(prediction, carried, (retuned or {}).get("files") or ()),
+              "retune_cost": retuned, "facts_diff": (verdict["side_effects"] or {}).get("summary_lines") or [],
               "throughput": (verdict["comparison"] or {}).get("table", ""),
               "latency": _latency_rows(verdict["analysis"])}
     return {**record, "markdown": _markdown(record)}
+
+
+def versions(prediction: dict) -> dict:
+    """The serving (``current``) and the new release's sglang, triton and torch versions of a prediction."""
+    found = prediction.get("versions") or {}
+    return {side: _version_line(found.get(side) or {}) for side in ("current", "new")}
+
+
+def configs(prediction: dict, carried: t.Iterable[str] = (), retuned: t.Iterable[str] = ()) -> dict:
+    """A host's MoE config files by what the new release does with them (the prediction made after the carry and the
+    retune): kept (or gained), fallback, missing (lost, untuned, error); the ``carried`` and ``retuned`` file names;
+    and those the prediction still lists under retune. A file ``retuned`` after the prediction (the canary's, shipped
+    to another host at its promotion) is neither missing nor still to retune."""
+    retuned = sorted(retuned)
+    return {"kept": _names(prediction, ("kept", "gained")), "fallback": _names(prediction, ("fallback",)),
+            "missing": [name for name in _names(prediction, ("lost", "untuned", "error")) if name not in retuned],
+            "carried": sorted(carried), "retuned": retuned,
+            "retune": [row["file_name"] for row in prediction.get("retune") or () if row["file_name"] not in retuned]}
 
 
 def _names(prediction: dict, verdicts: tuple[str, ...]) -> list[str]:
@@ -166,9 +181,7 @@ def _markdown(record: dict) -> str:
     lines += ["", "## MoE configs", ""]
     lines += [f"- {what}: {', '.join(names) or 'none'}" for what, names in record["configs"].items()]
     if record["retune_cost"]:
-        cache = "; ".join(f"{name}: {status}" for name, status in record["retune_cost"]["cache"].items())
-        lines += [f"- retuned on this host with the engine: {record['retune_cost']['gpu_minutes']:g} GPU-minutes; "
-                  f"engine cache: {cache}"]
+        lines += [f"- {retune_text(record['retune_cost'])}"]
     lines += ["", "## Startup facts, new against old", ""]
     lines += [f"- {line}" for line in record["facts_diff"]] or ["- no difference"]
     lines += ["", "## Throughput (new against old, same host and workload)", "", record["throughput"] or "not measured"]
@@ -179,6 +192,15 @@ def _markdown(record: dict) -> str:
                   f"| {_ms(row['tpot_ms']['before_p99'])} | {_ms(row['tpot_ms']['after_p99'])} "
                   f"| {row['error_rate']['after']:.1%} |" for row in record["latency"]]
     return "\n".join(lines) + "\n"
+
+
+def retune_text(cost: dict) -> str:
+    """The retune's cost (:func:`retune_summary`) in one line: spent, estimated, the engine cache per file."""
+    cache = "; ".join(f"{name}: {status}" for name, status in cost["cache"].items())
+    estimate = cost.get("estimate")
+    expected = (f" (estimated {estimate['engine_gpu_minutes']:g} before the server stopped; the deployment's "
+                f"{estimate['gpus']} GPUs held for an estimated {estimate['gpu_minutes']:g})") if estimate else ""
+    return f"retuned on this host with the engine: {cost['gpu_minutes']:g} GPU-minutes{expected}; engine cache: {cache}"
 
 
 def _ms(value: float | None) -> str:

@@ -17,6 +17,7 @@ from pathlib import Path
 from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import PART_LABELS, PARTS
 from ansible_collections.llmops.sglang.plugins.plugin_utils._report_search import FRONT_LATENCIES, FRONT_PERCENTILE
 from ansible_collections.llmops.sglang.plugins.plugin_utils._report_summary import STAGES, level_values
+from ansible_collections.llmops.sglang.plugins.plugin_utils._report_upgrade import upgrade_lines, upgrade_section
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_record
 
 KEY_LEVEL_HINT = "the highest concurrency measured in both the baseline and the final sweep"
@@ -286,9 +287,10 @@ def _level_changes(host: str, numbers: dict) -> str | None:
 def render_markdown(run_dir: Path, summary: dict, measured: dict[str, list[dict]]) -> str:
     hosts = summary["hosts"]
     header = ["Host", "C", "Baseline tok/s", "Final tok/s", "Change", "max_running_requests", "Adopted from", "GPU-min"]
-    parts = [f"# {report_title(summary)}", *_emulated_note(summary),
-             f"Outcome per host at the key concurrency C ({KEY_LEVEL_HINT}):",
-             _table(header, [_outcome_row(host, hosts[host]) for host in hosts])]
+    parts = [f"# {report_title(summary)}", *_emulated_note(summary)]
+    if hosts:  # an upgrade's run measures no stage of the routine
+        parts += [f"Outcome per host at the key concurrency C ({KEY_LEVEL_HINT}):",
+                  _table(header, [_outcome_row(host, hosts[host]) for host in hosts])]
     changes = [line for line in (_level_changes(host, hosts[host]["numbers"]) for host in hosts) if line]
     if changes:
         parts.append("Baseline -> final at every concurrency measured by both:\n\n"
@@ -300,6 +302,8 @@ def render_markdown(run_dir: Path, summary: dict, measured: dict[str, list[dict]
                      + (" (real-GPU equivalent of the emulated run)." if any(h["cost"]["emulated"] for h in hosts.values())
                         else "."))
     parts += [_host_section(run_dir, host, hosts[host], measured[host]) for host in hosts]
+    if summary.get("upgrade"):  # summary.json of a run reported before the upgrade's section has none
+        parts += upgrade_section(summary["upgrade"], _table)
     return "\n\n".join(parts) + "\n"
 
 
@@ -321,7 +325,7 @@ def summary_text(summary: dict) -> list[str]:
                          + (f" ({flippable} decision(s) within the drift: see the report)" if flippable else ""))
         lines += _cost_lines(host, data)
         lines += _search_lines(host, data["search"])
-    return lines
+    return lines + upgrade_lines(summary.get("upgrade"))
 
 
 def _search_lines(host: str, search: dict | None) -> list[str]:

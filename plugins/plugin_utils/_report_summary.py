@@ -15,6 +15,7 @@ from ansible_collections.llmops.sglang.plugins.module_utils.drift import verdict
 from ansible_collections.llmops.sglang.plugins.module_utils.stages import DEFAULT, RECORDED
 from ansible_collections.llmops.sglang.plugins.plugin_utils import adoption
 from ansible_collections.llmops.sglang.plugins.plugin_utils._report_search import search_summary
+from ansible_collections.llmops.sglang.plugins.plugin_utils._report_upgrade import upgrade_summary
 from ansible_collections.llmops.sglang.plugins.plugin_utils import run_dir as layout
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import read_json, read_record, record_name
 
@@ -196,4 +197,5 @@ def build_summary(run_dir: Path, measured: dict[str, list[dict]] | None = None) 
         "gpu_minutes": round(sum(h["cost"]["gpu_minutes"] for h in hosts.values()), 1),
         "emulated_hosts": [host for host, data in hosts.items() if data["emulated"]],
         "hosts": hosts,
+        "upgrade": upgrade_summary(run_dir),
     }

@@ -5,8 +5,9 @@ what the report action, the Python API (src/llmops_sglang/runs.py) and ``make de
 
 Controller-side (plugin_utils): needs matplotlib and markdown, which are controller requirements of the
 collection. The run directory layout is documented in docs/run-directory.md. The parts, one concern each:
-_report_summary (summary.json), _report_search (the goodput search's part of it), _report_markdown (report.md and the
-lines printed at the end of the playbook), _report_html (the plots and report.html).
+_report_summary (summary.json), _report_search (the goodput search's part of it), _report_upgrade (the upgrade's
+part of summary.json and report.md), _report_markdown (report.md and the lines printed at the end of the playbook),
+_report_html (the plots and report.html).
 """
 from __future__ import annotations
 

@@ -11,7 +11,8 @@
   stopped, retunes them with the engine against 0.5.24's python and installs them into 0.5.24's triton_3_9_0
   directory, the prediction says `kept`, the A/B passes, and gpu2 gets the retuned files at its promotion.
 
-A short workload (C=4, 3 runs of the serving release, 2-4 of the new one; the retune: 2 batch sizes, pruned space). Everything this module put on the hosts is
+A short workload (C=4, 3 runs of the serving release, 2-4 of the new one; the retune: the batch sizes the serving
+server's capacity reaches, pruned space). Everything this module put on the hosts is
 removed at the end, and that is asserted. A check-mode run before them changes nothing.
 """
 from __future__ import annotations
@@ -40,7 +41,9 @@ SEQUENTIAL = {"min_repeats": 2, "max_repeats": 4, "spending": "obrien_fleming", 
 # p99 latency on this loaded machine moves more than a real server's: the limits leave room for its noise (the
 # 0.5.24 regression is +60 % TPOT), the capacity limit is the default.
 LATENCY = {"max_tpot_p99_increase_pct": 25, "max_ttft_p99_increase_pct": 200}
-RETUNE = {"batch_sizes": [1, 16], "search_space": "pruned"}
+# auto: the batch sizes the serving server's capacity reaches (its startup facts: 48 requests x 4 draft tokens, chunked
+# prefill 8192), as the MoE stage sizes them.
+RETUNE = {"batch_sizes": "auto", "search_space": "pruned"}
 ANALYSIS = {"bench": {"concurrency_levels": [4], "requests_per_level": 16, "warmup_requests": 4, "input_len": 256,
                       "output_len": 48, "endpoint": "completions"}, "limits": LATENCY}
 
@@ -190,7 +193,16 @@ def test_configs_a_new_triton_loses_are_retuned_on_the_canary_promoted_and_shipp
         assert canary["report"]["configs"]["retuned"] == sorted([UP, DOWN]) and canary["moe_lost"] == []
         cost = canary["report"]["retune_cost"]
         assert cost["gpu_minutes"] > 0 and cost["cache"][UP] == "miss", cost
-        assert "- retuned on this host with the engine:" in (host_dir / "upgrade.md").read_text()
+        reason = retune["up"]["batch_sizes_reason"]
+        assert "48 running requests x 4 draft tokens" in reason and "chunked_prefill_size=8192" in reason, reason
+        # estimated before the server stopped, from the up kernel's plan (those batch sizes, the pruned space, a miss)
+        estimate = retune["estimate"]
+        assert estimate["engine"] == "llmops" and estimate["cache"] == "miss" and estimate["kernels"] == 2, estimate
+        assert estimate["batch_sizes"] == len(retune["up"]["batch_sizes"]) > 2, estimate
+        assert estimate["gpus"] == 4 and estimate["engine_gpu_minutes"] > 0, estimate
+        assert cost["estimate"]["engine_gpu_minutes"] == estimate["engine_gpu_minutes"]
+        assert (f"- retuned on this host with the engine: {cost['gpu_minutes']:g} GPU-minutes (estimated "
+                f"{estimate['engine_gpu_minutes']:g} before the server stopped") in (host_dir / "upgrade.md").read_text()
         summary = json.loads((run_dir / "rollout" / "summary.json").read_text())
         assert summary["hosts"]["gpu2"]["status"] == "deployed", summary  # its prediction lost them; shipped to it
         for host in hosts:

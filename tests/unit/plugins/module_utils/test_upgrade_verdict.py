@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 from ansible.errors import AnsibleFilterError
 
+from ansible_collections.llmops.sglang.plugins.filter.moe_cost_estimate import moe_cost_estimate
 from ansible_collections.llmops.sglang.plugins.filter.upgrade_policy import upgrade_policy
 from ansible_collections.llmops.sglang.plugins.filter.upgrade_verdict import upgrade_verdict
 from ansible_collections.llmops.sglang.plugins.module_utils.upgrade_verdict import judge, report, retune_summary
@@ -130,12 +131,34 @@ def test_the_report_shows_what_the_canary_retuned_its_gpu_minutes_and_the_cache(
     upgrade.md show them; a task that did not run (skipped: no output_file) is not counted."""
     up = {"file_name": UP, "output_file": f"/w/{UP}", "engine": {"gpu_minutes": 1.25}, "cache": {"status": "miss"}}
     down = {"file_name": DOWN, "output_file": f"/w/{DOWN}", "engine": None, "cache": {"status": "hit"}}
-    assert retune_summary([up, {"skipped": True}]) == {"files": [UP], "gpu_minutes": 1.25, "cache": {UP: "miss"}}
+    assert retune_summary([up, {"skipped": True}]) == {"files": [UP], "gpu_minutes": 1.25, "cache": {UP: "miss"},
+                                                       "estimate": None}
     assert retune_summary([{"skipped": True}]) is None
     result = upgrade_verdict(measured(), measured(), prediction=PREDICTION, host="gpu1", retuned=[up, down],
                              policy=LOOSE)
     record = result["report"]
     assert record["configs"]["retuned"] == sorted([UP, DOWN]) and record["decision"] == "promote"
-    assert record["retune_cost"] == {"files": [UP, DOWN], "gpu_minutes": 1.25, "cache": {UP: "miss", DOWN: "hit"}}
+    assert record["retune_cost"] == {"files": [UP, DOWN], "gpu_minutes": 1.25, "cache": {UP: "miss", DOWN: "hit"},
+                                     "estimate": None}
     assert (f"- retuned on this host with the engine: 1.25 GPU-minutes; engine cache: {UP}: miss; {DOWN}: hit"
             in record["markdown"])
+
+
+def test_the_report_sets_the_retunes_estimate_beside_what_it_spent():
+    """The estimate made before the server stopped (the MoE stage's moe_cost_estimate over the up kernel's plan), in the
+    engine's GPU-minutes as the spent ones are, and the deployment's GPUs it held."""
+    plan = {"search_space": {"kept": 100}, "batch_sizes": [1, 16], "chunks": [[1, 16]], "compile_workers": 16,
+            "devices": [0, 1, 2, 3], "cache": {"status": "miss"}}
+    estimate = moe_cost_estimate(plan, engine="llmops", down=True, requested_args={"tp_size": 4})
+    up = {"file_name": UP, "output_file": f"/w/{UP}", "engine": {"gpu_minutes": 0.5}, "cache": {"status": "miss"}}
+    record = upgrade_verdict(measured(), measured(), prediction=PREDICTION, host="gpu1", retuned=[up],
+                             retune_estimate=estimate, policy=LOOSE)["report"]
+    expected = record["retune_cost"]["estimate"]
+    assert expected == {"engine_gpu_minutes": estimate["engine_gpu_minutes"], "gpu_minutes": estimate["gpu_minutes"],
+                        "gpus": 4, "summary": estimate["summary"]}
+    assert expected["engine_gpu_minutes"] > 0 and expected["gpu_minutes"] > 0
+    assert (f"- retuned on this host with the engine: 0.5 GPU-minutes (estimated {estimate['engine_gpu_minutes']:g} "
+            f"before the server stopped; the deployment's 4 GPUs held for an estimated {estimate['gpu_minutes']:g}); "
+            f"engine cache: {UP}: miss") in record["markdown"]
+    with pytest.raises(AnsibleFilterError, match="upgrade_verdict: retune_estimate must be a dict"):
+        upgrade_verdict(measured(), measured(), prediction=PREDICTION, host="gpu1", retune_estimate=[1])
