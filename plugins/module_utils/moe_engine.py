@@ -1301,8 +1301,8 @@ class Engine:
             kernel, m = payload["kernel"], payload["m"]
             finalists = sorted(medians, key=medians.get)[:self.timing["final_top"]]
             finalists += [key for key, _time in best_per_block_m(medians).values()]
-            # twins too: an H100 run's refinement ranked the GROUP_SIZE_M=1 twin of M=3072's best above it (3.5%
-            # slower in every other timing) and the final never saw the best; interleaved final replays decide
+            # twins too: in an H100 run the GROUP_SIZE_M=1 twin of M=3072's best (3.5% slower in every other timing)
+            # was a finalist and the best was not; the interleaved final replays decide between twins
             finalists = with_twins(list(dict.fromkeys(finalists)), medians)
             self.refined[kernel][m] = medians
             if self.defaults[kernel][m] in medians:
