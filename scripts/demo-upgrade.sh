@@ -21,5 +21,8 @@ playbook examples/demo-upgrade/before.yml "$@" || exit 1
 playbook playbooks/upgrade.yml -e run_id="$run_id" "$@"
 status=$?
 report=runs/$run_id/upgrade/gpu1/upgrade.md
-[[ -f $report ]] && echo "The canary's report (old against new): $report" && head -n 3 "$report"
+if [[ -f $report ]]; then
+    sed -n '/^## Startup facts/q;p' "$report"  # the decision, the versions and the MoE configs
+    echo "The canary's report (old against new): $report"
+fi
 exit $status

@@ -28,9 +28,9 @@ import json
 import pytest
 import yaml
 
-from tests.integration.ansible import REPO_ROOT, write_demo_inventory
+from tests.integration.ansible import REPO_ROOT, task_results, write_demo_inventory
 from tests.integration.sglang_server import PLAYBOOK as SERVER_DEPLOY, host_state, http_status
-from tests.integration.test_upgrade import DOWN, SERVING_PYTHON, UP, serving_configs, write_tuned
+from tests.integration.test_upgrade import DOWN, PREDICT, SERVING_PYTHON, UP, serving_configs, write_tuned
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
 UPGRADE = REPO_ROOT / "playbooks" / "upgrade.yml"
@@ -247,7 +247,10 @@ def test_the_real_case_as_an_upgrade_its_lost_configs_are_predicted_retuned_on_t
         result = runner.run(UPGRADE, {**demo, "tuning_run_root": str(tmp_path / "runs"), "run_id": "demo-upgrade"},
                             inventory=inventory)
         assert result.status == "successful", result.stdout[-6000:]
-        assert f"up {UP}: lost:" in result.stdout and f"down {DOWN}: lost:" in result.stdout  # before any restart
+        predicted = task_results(result, PREDICT)["gpu1"]  # before anything restarted
+        assert [(row["file_name"], row["verdict"], row["action"]) for row in predicted["moe"]] == [
+            (UP, "lost", "retune"), (DOWN, "lost", "retune")], predicted["summary"]
+        assert "triton_3_5_1" in predicted["moe"][0]["action_reason"], predicted["moe"][0]
         canary = json.loads((run_dir / "upgrade" / "gpu1" / "canary.json").read_text())
         assert canary["promote"] is True, canary["summary"]
         versions = canary["report"]["versions"]
