@@ -4,7 +4,7 @@
 # then playbooks/upgrade.yml, run first to only predict (the configs 0.5.11 on Triton 3.6.0 would lose), then to
 # upgrade: the lost configs retuned on the canary with the engine, the canary A/B decides; then the prediction, the
 # report's decision and configs and its path, and teardown. tests/integration/test_upgrade_canary.py runs the same.
-# Arguments go to both ansible-playbook runs (-e key=value, -v, ...).
+# Arguments go to every ansible-playbook run (-e key=value, -v, ...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 py=.venv/bin/python
