@@ -21,12 +21,12 @@ playbook() { PATH=$PWD/.venv/bin:$PATH ansible-playbook -i inventory -e @example
 playbook examples/demo-upgrade/before.yml "$@" || exit 1
 # What an operator does first: install the new release beside the serving one and only predict (nothing restarts).
 playbook playbooks/upgrade.yml -e run_id="$run_id-prediction" -e '{"upgrade_canary_ab": false}' "$@" || exit 1
-prediction=runs/$run_id-prediction/upgrade/gpu1/prediction.md
+prediction=runs/$run_id-prediction/upgrade/gpu1/prediction.json
 # Then the upgrade itself: the retune on the canary, its A/B, the promotion.
 playbook playbooks/upgrade.yml -e run_id="$run_id" "$@"
 status=$?
 echo "The prediction before anything restarted ($prediction):"
-tail -n +3 "$prediction"
+$py -c 'import json, sys; print("\n".join(f"- {line}" for line in json.load(open(sys.argv[1]))["summary"]))' "$prediction"
 report=runs/$run_id/upgrade/gpu1/upgrade.md
 if [[ -f $report ]]; then
     sed -n '/^## Startup facts/q;p' "$report"  # the decision, the versions and the MoE configs
