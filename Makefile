@@ -1,11 +1,11 @@
 # Quick start: `make demo` runs the whole tuning job on sandbox hosts with the SGLang emulator (`make demo-slo`: the
-# goodput search under a latency SLO instead);
+# goodput search under a latency SLO instead; `make demo-upgrade`: the real case as an SGLang upgrade);
 # `make test` runs every test and quality gate. Both install what they need (see scripts/setup.sh).
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: setup test ee lint unit unit-py313 integration demo demo-slo sandbox-up sandbox-down bench-client bench-tuning-scale \
+.PHONY: setup test ee lint unit unit-py313 integration demo demo-slo demo-upgrade sandbox-up sandbox-down bench-client bench-tuning-scale \
         bench-goodput-search stage-files
 
 setup:
@@ -37,6 +37,9 @@ demo: setup  ## ARGS: options of `llmops-sglang tune`, e.g. make demo ARGS="-e t
 
 demo-slo: setup  ## the goodput search on the demo host (examples/demo-slo.yml); prints the recommendation
 	@bash scripts/demo-slo.sh $(ARGS)
+
+demo-upgrade: setup  ## the real case as an upgrade, SGLang 0.5.10 (Triton 3.5.1) -> 0.5.11 (Triton 3.6.0), on the demo host (examples/demo-upgrade.yml); prints where the report is
+	@bash scripts/demo-upgrade.sh $(ARGS)
 
 sandbox-up: setup
 	@$(PY) -m tests.sandbox up --hosts $${HOSTS:-1} --emulator

@@ -8,7 +8,7 @@ distribution per release (:func:`wheel_releases`: every release a shipped profil
 first, plus the future :data:`WHEEL_ONLY_RELEASES`), each built as that version (its metadata and
 `sglang.__version__` say so, as a real install of the release would) and pinning its Triton
 (:data:`TRITON_PINS`, as a real release pins it through torch), the `triton` wheels of those versions, and
-wheels of what the emulator needs to run (aiohttp, pyyaml), so a host without an index installs any release
+wheels of what the emulator requires (aiohttp, pyyaml, scipy), so a host without an index installs any release
 from it (`pip install --no-index --find-links`, as llmops.sglang.sglang_release does on an air-gapped fleet).
 Per release a profile plays, `dest/releases/<version>/venv` has that wheel installed plus real ray/aiohttp/
 pyyaml/scipy, and `dest/releases/<version>/src` is the stand-in source checkout `sglang_src/` as a git clone
@@ -23,29 +23,47 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import importlib.util
 import json
 import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import types
 from pathlib import Path
 
 from tests.emulator.profiles import EMULATOR_DIR, package_version, profile_releases
+
+
+def _load_moe_layout() -> types.ModuleType:
+    """The emulator's record of the config module's two locations (pure stdlib), read from its file: importing
+    `sglang` here would put the emulator's package in this process."""
+    spec = importlib.util.spec_from_file_location("emulator_moe_layout",
+                                                  EMULATOR_DIR / "sglang" / "sglang" / "_emulator" / "moe_layout.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+moe_layout = _load_moe_layout()
 
 # What a real SGLang venv brings that the collection's host-side code uses: ray (the MoE tuner), aiohttp (the bench
 # client), pyyaml, and scipy (the stopping rule's Student t; every sglang release has Requires-Dist: scipy). Same pins
 # as the project's pyproject.toml.
 REQUIREMENTS = ("ray==2.52.1", "aiohttp==3.13.2", "pyyaml==6.0.3", "scipy==1.16.3")
-# What the emulator's `sglang` needs to import and serve (its pyproject's dependencies, pinned as above): the
-# wheelhouse carries them so an offline install of a release succeeds.
-RUNTIME_REQUIREMENTS = ("aiohttp==3.13.2", "pyyaml==6.0.3")
-# Releases the wheelhouse carries though no profile plays them: 0.5.17 (its CLI table from the real wheel; Triton 3.6.0,
-# as the real one's torch 2.11.0 brings) emulates a throughput regression (perf.RELEASE_DECODE_FACTORS); 0.5.24 is a
-# future release whose Triton (3.9.0) has no config directory anywhere, the upgrade that loses every tuned MoE config.
-WHEEL_ONLY_RELEASES = ("0.5.17", "0.5.24")
+# What the emulator's `sglang` requires (its pyproject's dependencies, pinned as above: scipy as every real release
+# requires it, the bench's sequential verdict runs in the server's venv): the wheelhouse carries them so an offline
+# install of a release succeeds and measures.
+RUNTIME_REQUIREMENTS = ("aiohttp==3.13.2", "pyyaml==6.0.3", "scipy==1.16.3")
+# Releases the wheelhouse carries though no profile plays them: 0.5.10 (its CLI table from the real wheel; Triton 3.5.1,
+# as the real one's torch==2.9.1 brings; its config module where the real one has it, sglang._emulator.moe_layout), the
+# release the real case upgraded from; 0.5.17 (its CLI table from the real wheel; Triton 3.6.0, as the real one's torch
+# 2.11.0 brings) emulates a throughput regression (perf.RELEASE_DECODE_FACTORS); 0.5.24 is a future release whose
+# Triton (3.9.0) has no config directory anywhere, the upgrade that loses every tuned MoE config.
+WHEEL_ONLY_RELEASES = ("0.5.10", "0.5.17", "0.5.24")
 # The Triton a release pins where it is not the emulator triton package's own version (3.6.0, the real case's).
-TRITON_PINS = {"0.5.24": "3.9.0"}
+TRITON_PINS = {"0.5.10": "3.5.1", "0.5.24": "3.9.0"}
 STAMP_NAME = ".emulator-build.json"
 IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "build")
 RELEASES_DIR = "releases"
@@ -225,7 +243,21 @@ def _staged_sglang(staging: Path, release: str) -> str:
     _set_line(target / "pyproject.toml", r'^version = "[^"]+"', f'version = "{release}"')
     _set_line(target / "pyproject.toml", r'^dependencies = \[', f'dependencies = ["triton=={triton_pin(release)}", ')
     _set_line(target / "sglang" / "version.py", r'^__version__ = "[^"]+"', f'__version__ = "{release}"')
+    if tuple(int(part) for part in release.split(".")) < moe_layout.MOVED_IN:
+        _move_config_module(target)
     return str(target)
+
+
+def _move_config_module(package: Path) -> None:
+    """The config module and its `configs/` where releases before 0.5.11 have them (sglang._emulator.moe_layout)."""
+    new_package, old_package = (name.rpartition(".")[0] for name in (moe_layout.CONFIG_MODULE,
+                                                                     moe_layout.OLD_CONFIG_MODULE))
+    new, old = (package.joinpath(*name.split(".")) for name in (new_package, old_package))
+    old.mkdir(parents=True)
+    for name in ("__init__.py", "fused_moe_triton_config.py", "configs"):
+        (new / name).rename(old / name)
+    new.rmdir()
+    _set_line(package / "pyproject.toml", f'^"{re.escape(new_package)}" = ', f'"{old_package}" = ')  # its configs' JSON
 
 
 def _staged_triton(staging: Path, version: str) -> str:

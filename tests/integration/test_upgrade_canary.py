@@ -14,6 +14,11 @@
 A short workload (C=4, 3 runs of the serving release, 2-4 of the new one; the retune: the batch sizes the serving
 server's capacity reaches, pruned space). Everything this module put on the hosts is
 removed at the end, and that is asserted. A check-mode run before them changes nothing.
+
+Last, `make demo-upgrade`'s path (scripts/demo-upgrade.sh: examples/demo-upgrade/before.yml, then upgrade.yml to only
+predict, then to upgrade, all with examples/demo-upgrade.yml): the real case as an upgrade, 0.5.10 (Triton 3.5.1)
+serving its tuned configs from its fused_moe_triton/configs/triton_3_5_1, to 0.5.11 (Triton 3.6.0), which would run
+defaults; predicted before anything restarts, retuned on the canary, promoted.
 """
 from __future__ import annotations
 
@@ -21,6 +26,7 @@ import hashlib
 import json
 
 import pytest
+import yaml
 
 from tests.integration.ansible import REPO_ROOT, write_demo_inventory
 from tests.integration.sglang_server import PLAYBOOK as SERVER_DEPLOY, host_state, http_status
@@ -28,6 +34,8 @@ from tests.integration.test_upgrade import DOWN, SERVING_PYTHON, UP, serving_con
 
 pytestmark = [pytest.mark.sandbox, pytest.mark.measuring]
 UPGRADE = REPO_ROOT / "playbooks" / "upgrade.yml"
+DEMO_VARS = REPO_ROOT / "examples" / "demo-upgrade.yml"
+DEMO_BEFORE = REPO_ROOT / "examples" / "demo-upgrade" / "before.yml"
 HOSTS = ["gpu1", "gpu2"]
 PORT = 30000
 ARGS = {"tp_size": 4, "speculative_algorithm": "NEXTN", "speculative_num_steps": 3, "speculative_eagle_topk": 1,
@@ -218,3 +226,51 @@ def test_configs_a_new_triton_loses_are_retuned_on_the_canary_promoted_and_shipp
         for host in hosts:
             fleet.run(host, "rm", "-f", f"{serving}/{UP}", f"{serving}/{DOWN}")
             fleet.run(host, "rm", "-rf", "/opt/sglang/venvs/0.5.24")
+
+
+def test_the_real_case_as_an_upgrade_its_lost_configs_are_predicted_retuned_on_the_canary_and_promoted(
+        runner, fleet, hosts, tmp_path):
+    """`make demo-upgrade`'s playbook runs and variables, on gpu1 with the demo inventory's group vars."""
+    gpu1, demo = hosts[0], yaml.safe_load(DEMO_VARS.read_text())
+    inventory = write_demo_inventory(tmp_path / "inventory-demo", fleet.connection_vars(),
+                                     {"gpu1": {"ansible_host": gpu1.address}})
+    run_dir = tmp_path / "runs" / "demo-upgrade"
+    configs = "/opt/sglang/venvs/0.5.11/lib/python3*/site-packages/sglang/srt/layers/moe/moe_runner/triton_utils/configs"
+    try:
+        before = runner.run(DEMO_BEFORE, demo, inventory=inventory)
+        assert before.status == "successful", before.stdout[-6000:]
+        tuned = fleet.run(gpu1, "sh", "-c", "ls /opt/sglang/venvs/0.5.10/lib/python3*/site-packages/sglang/srt/layers/"
+                                            "moe/fused_moe_triton/configs/triton_3_5_1/").stdout.split("\n")
+        assert UP in tuned and DOWN in tuned
+        serving = host_state(fleet, gpu1)
+        assert "/opt/sglang/venvs/0.5.10/bin/python" in serving[0] and serving[2] == "active"
+
+        demo = {**demo, "tuning_run_root": str(tmp_path / "runs")}
+        only_predict = runner.run(UPGRADE, {**demo, "run_id": "demo-upgrade-prediction", "upgrade_canary_ab": False},
+                                  inventory=inventory)
+        assert only_predict.status == "successful", only_predict.stdout[-6000:]
+        predicted = json.loads((tmp_path / "runs" / "demo-upgrade-prediction" / "upgrade" / "gpu1" / "prediction.json")
+                               .read_text())
+        assert [(row["file_name"], row["verdict"], row["action"]) for row in predicted["moe"]] == [
+            (UP, "lost", "retune"), (DOWN, "lost", "retune")], predicted["summary"]
+        assert "triton_3_5_1" in predicted["moe"][0]["action_reason"], predicted["moe"][0]
+        assert host_state(fleet, gpu1) == serving, "the prediction restarted nothing"
+
+        result = runner.run(UPGRADE, {**demo, "run_id": "demo-upgrade"}, inventory=inventory)
+        assert result.status == "successful", result.stdout[-6000:]
+        canary = json.loads((run_dir / "upgrade" / "gpu1" / "canary.json").read_text())
+        assert canary["promote"] is True, canary["summary"]
+        versions = canary["report"]["versions"]
+        assert (versions["current"]["sglang"], versions["current"]["triton"]) == ("0.5.10", "3.5.1")
+        assert (versions["new"]["sglang"], versions["new"]["triton"]) == ("0.5.11", "3.6.0")
+        assert canary["report"]["configs"]["retuned"] == sorted([UP, DOWN]) and canary["moe_lost"] == []
+        assert (run_dir / "upgrade" / "gpu1" / "upgrade.md").read_text().startswith(
+            "# Upgrade canary: gpu1\n\n**Decision: promote.**")
+        unit, _, active = host_state(fleet, gpu1)
+        assert "/opt/sglang/venvs/0.5.11/bin/python" in unit and active == "active"
+        assert http_status(fleet, gpu1, PORT) == 200
+        installed = fleet.run(gpu1, "sh", "-c", f"ls {configs}/triton_3_6_0/").stdout
+        assert UP in installed and DOWN in installed
+    finally:
+        fleet.run(gpu1, "systemctl", "stop", "sglang.service", check=False)
+        fleet.run(gpu1, "rm", "-rf", "/opt/sglang/venvs/0.5.10", "/opt/sglang/venvs/0.5.11")

@@ -79,7 +79,7 @@ def _wheelhouse_without(wheelhouse: Path, tmp_path: Path, prefix: str) -> str:
 
 BAD_INPUTS = {
     "unknown release": ({"version": "0.5.99"}, "version: the wheelhouse {wh} has no sglang 0.5.99 (it has sglang "
-                                               "0.5.11, 0.5.17, 0.5.23, 0.5.24); add that release's wheel"),
+                                               "0.5.10, 0.5.11, 0.5.17, 0.5.23, 0.5.24); add that release's wheel"),
     "not a version": ({"version": "latest"}, "version: 'latest' is not a version (e.g. 0.5.23)"),
     "conflicting triton": ({"version": "0.5.23", "triton": "3.9.0"},
                            "triton: sglang 0.5.23 pins triton==3.6.0, so triton 3.9.0 cannot be installed with it; "
@@ -89,10 +89,10 @@ BAD_INPUTS = {
     "wheelhouse without the pinned triton": (
         {"version": "0.5.24", "wheelhouse": "without:triton-3.9.0"},
         "wheelhouse: the wheelhouse {tmp}/partial-wheelhouse has no triton 3.9.0 (pinned by sglang 0.5.24; it has "
-        "triton 3.6.0)"),
+        "triton 3.5.1, 3.6.0)"),
     "wheelhouse without the release": (
         {"version": "0.5.24", "wheelhouse": "without:sglang-0.5.24"},
-        "version: the wheelhouse {tmp}/partial-wheelhouse has no sglang 0.5.24 (it has sglang 0.5.11, 0.5.17, 0.5.23)"),
+        "version: the wheelhouse {tmp}/partial-wheelhouse has no sglang 0.5.24 (it has sglang 0.5.10, 0.5.11, 0.5.17, 0.5.23)"),
 }
 
 
@@ -137,7 +137,7 @@ def test_a_release_the_index_lacks_names_version_and_leaves_no_venv(wheelhouse, 
     index = _simple_index(wheelhouse, tmp_path / "simple")
     code, result = run_module(capsys, tmp_path, version="0.5.99", index_url=index)
     assert code == 1 and result["msg"].startswith(
-        f"version: the index {index} has no sglang 0.5.99 (it has 0.5.11, 0.5.17, 0.5.23, 0.5.24); set version to a version "
+        f"version: the index {index} has no sglang 0.5.99 (it has 0.5.10, 0.5.11, 0.5.17, 0.5.23, 0.5.24); set version to a version "
         "it has. The venv that was being created has been removed"), result["msg"]
     assert not (tmp_path / "venvs" / "0.5.99").exists()
 

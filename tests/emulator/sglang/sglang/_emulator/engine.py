@@ -21,10 +21,9 @@ from sglang._emulator.capacity import MemoryPlan, plan_memory
 from sglang._emulator.graph_capture import graphs_for
 from sglang._emulator.logs import as_rank, progress_line, rank_prefix, write_progress
 from sglang._emulator.model_shape import ModelShape, load_model_shape
+from sglang._emulator.moe_layout import config_module
 from sglang._emulator.perf import PerfModel, build_perf_model
 from sglang._emulator.profile import Profile
-from sglang.srt.layers.moe.moe_runner.triton_utils.fused_moe_triton_config import (
-    check_block_size_m, get_moe_configs, locate_moe_config)
 from sglang.srt.server_args import ServerArgs
 
 logger = logging.getLogger("sglang.srt.model_executor.model_runner")
@@ -45,6 +44,7 @@ CAP_WARNINGS_SINCE = (0, 5, 17)
 # sglang 0.5.23 sglang/srt/configs/model_config.py: the draft (MTP) architecture of Qwen3.5 targets.
 QWEN3_5_ARCHS = ("Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration", "Qwen3_5ForCausalLM",
                  "Qwen3_5MoeForCausalLM")
+
 
 @dataclass
 class Engine:
@@ -168,16 +168,18 @@ class Engine:
             self.args.tp_size, self.args.ep_size, self.args.disable_shared_experts_fusion)
         block_n, block_k = self.shape.block_shape or (0, 0)
         lookup = (experts, intermediate, self.shape.moe_dtype, block_n, block_k)
+        moe_config = config_module()  # the installed release's, where it has it
         for prefix in self.ranks:
             with as_rank(prefix):
-                get_moe_configs.cache_clear()  # each real rank is its own process with its own lru_cache
+                moe_config.get_moe_configs.cache_clear()  # each real rank is its own process with its own lru_cache
                 # try_get_optimal_moe_config's calls: keywords, up first (one lru_cache entry per kernel)
-                get_moe_configs(*lookup, per_channel_quant=False, down_moe=False)
-                get_moe_configs(*lookup, per_channel_quant=False, down_moe=True)
+                moe_config.get_moe_configs(*lookup, per_channel_quant=False, down_moe=False)
+                moe_config.get_moe_configs(*lookup, per_channel_quant=False, down_moe=True)
         if not self.args.enable_deterministic_inference:
-            check_block_size_m(*lookup, graphs_for(self).capture_batch_sizes())  # releases <= 0.5.12 assert here
-            self.moe_up = locate_moe_config(*lookup, down_moe=False).status
-            self.moe_down = locate_moe_config(*lookup, down_moe=True).status
+            # releases <= 0.5.12 assert here
+            moe_config.check_block_size_m(*lookup, graphs_for(self).capture_batch_sizes())
+            self.moe_up = moe_config.locate_moe_config(*lookup, down_moe=False).status
+            self.moe_down = moe_config.locate_moe_config(*lookup, down_moe=True).status
 
     async def _phase(self, emulated_seconds: float) -> float:
         started = time.monotonic()

@@ -141,8 +141,8 @@ class EmulatedRelease:
         self.engine = _engine()
         self.job = job
         self.profile = load_profile()
-        from sglang.srt.layers.moe.moe_runner.triton_utils import fused_moe_triton_config
-        self.config = fused_moe_triton_config
+        from sglang._emulator.moe_layout import config_module
+        self.config = config_module()
 
     def facts(self) -> dict:
         import triton

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# `make demo-upgrade`: the real case replayed as the upgrade it was (examples/demo-upgrade.yml): a sandbox host with
+# the emulator serves SGLang 0.5.10 on Triton 3.5.1 with its tuned MoE configs (examples/demo-upgrade/before.yml),
+# then playbooks/upgrade.yml, run first to only predict (the configs 0.5.11 on Triton 3.6.0 would lose), then to
+# upgrade: the lost configs retuned on the canary with the engine, the canary A/B decides; then the prediction, the
+# report's decision and configs and its path, and teardown. tests/integration/test_upgrade_canary.py runs the same.
+# Arguments go to every ansible-playbook run (-e key=value, -v, ...).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+py=.venv/bin/python
+reason=$($py -c 'from tests.sandbox.fleet import unsupported_reason; print(unsupported_reason() or "")' 2>&1)
+if [[ -n $reason ]]; then
+    echo "make demo-upgrade: cannot run here: $reason" >&2
+    exit 1
+fi
+$py -m tests.sandbox down >/dev/null 2>&1 || true  # a fleet left by an interrupted run
+trap '$py -m tests.sandbox down' EXIT
+$py -m tests.sandbox up --hosts 1 --emulator || exit 1
+run_id=demo-upgrade-$(date -u +%Y%m%dT%H%M%SZ)
+playbook() { PATH=$PWD/.venv/bin:$PATH ansible-playbook -i inventory -e @examples/demo-upgrade.yml "$@"; }
+playbook examples/demo-upgrade/before.yml "$@" || exit 1
+# What an operator does first: install the new release beside the serving one and only predict (nothing restarts).
+playbook playbooks/upgrade.yml -e run_id="$run_id-prediction" -e '{"upgrade_canary_ab": false}' "$@" || exit 1
+prediction=runs/$run_id-prediction/upgrade/gpu1/prediction.json
+# Then the upgrade itself: the retune on the canary, its A/B, the promotion.
+playbook playbooks/upgrade.yml -e run_id="$run_id" "$@"
+status=$?
+echo "The prediction before anything restarted ($prediction):"
+$py -c 'import json, sys; print("\n".join(f"- {line}" for line in json.load(open(sys.argv[1]))["summary"]))' "$prediction"
+report=runs/$run_id/upgrade/gpu1/upgrade.md
+if [[ -f $report ]]; then
+    sed -n '/^## Startup facts/q;p' "$report"  # the decision, the versions and the MoE configs
+    echo "The canary's report (old against new): $report"
+fi
+exit $status
