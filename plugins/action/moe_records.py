@@ -8,7 +8,8 @@ from pathlib import Path
 
 from ansible.errors import AnsibleActionFail
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
-from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_records import cluster_record, evidence_records, failure, planned
+from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_records import (
+    cluster_record, evidence_records, failure, planned, stage_details)
 from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import record_files, record_name
 
 # What the evidence is built from besides up, down and the plan.
@@ -42,6 +43,8 @@ class ActionModule(ControllerAction):
         present = [name for name, content in files.items() if content is not None]
         result.update(changed=bool(written or removed), paths=[str(directory / name) for name in present],
                       written=[str(path) for path in written], removed=[str(path) for path in removed])
+        if args["step"] == "evidence":
+            result["stage_details"] = stage_details(args["up"], args["down"])
         return result
 
     def _failure(self, result: dict, args: dict) -> dict:

@@ -146,6 +146,13 @@ written:
   returned: always
   type: list
   elements: str
+stage_details:
+  description:
+    - What C(stage.json) says of the tuning (role C(llmops.sglang.tuning_run)'s C(tuning_run_stage_details)) -
+      C(engine_cache), per kernel whether the controller's cache of the engine answered (status, key and its short
+      hash; null where the engine did not tune the kernel).
+  returned: O(step=evidence)
+  type: dict
 removed:
   description: Records with no content this time that existed and were removed (unless in check mode).
   returned: O(step=cluster) and O(step=evidence)

@@ -91,6 +91,13 @@ def failure(task: str, result: dict, run_id: str, work_dir: str) -> tuple[str, s
             f"previous configs. Rerun with -e run_id={run_id} to resume from the checkpoints in {work_dir}.")
 
 
+def stage_details(up: dict, down: dict | None) -> dict[str, t.Any]:
+    """What stage.json says of the tuning besides the records: engine llmops: per kernel whether the controller's
+    cache answered (status, key and its short hash; None where the engine did not tune the kernel: a skipped task's
+    result has no cache)."""
+    return {"engine_cache": {"up": up.get("cache"), "down": (down or {}).get("cache")}}
+
+
 def planned(plan: dict) -> dict[str, t.Any]:
     """What the evidence takes from the stage's plan (the action moe_plan's result): the adopted TP and EP sizes and
     the model the tuner ran with, the targets' tuner arguments, the GPU's bandwidth, the hosts whose GPUs tuned."""

@@ -14,7 +14,8 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.llmops.sglang.plugins.action.moe_records import ActionModule
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_roofline import kernel_table_document
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
-from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_records import cluster_record, evidence_records, failure, planned
+from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_records import (
+    cluster_record, evidence_records, failure, planned, stage_details)
 
 # Qwen3.5-122B-A10B (tests/emulator/models) at TP=4 on an RTX PRO 6000 (1792 GB/s).
 SHAPE = {"num_experts": 256, "topk": 8, "hidden_size": 3072, "moe_intermediate_size": 1024, "dtype": "bfloat16",
@@ -107,6 +108,7 @@ def test_the_action_writes_the_evidence_and_removes_a_stale_down_record(tmp_path
     assert json.loads((tmp_path / "provenance.json").read_text())["files"] == [
         "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000.json"]
     assert result["changed"] and len(result["written"]) == 7
+    assert result["stage_details"] == {"engine_cache": {"up": None, "down": None}}  # SGLang's tuner: no cache
     again = run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": UP, "down": SKIPPED, **ACTION_HOST})
     assert not again["changed"] and again["written"] == [] and again["removed"] == []
 
@@ -136,6 +138,12 @@ def test_the_plan_gives_the_provenance_what_the_tuner_ran_with():
     assert planned(PLAN) == {"server_args": {"tp_size": 4, "ep_size": 1}, **{key: HOST[key] for key in provenance}}
     cluster = {**PLAN, "cluster": {"hosts": ["gpu1", "gpu2"], "in_cluster": True, "head": "gpu1"}}
     assert planned(cluster)["tuned_on"] == ["gpu1", "gpu2"]
+
+
+def test_the_stage_says_per_kernel_whether_the_engines_cache_answered():
+    hit = {"status": "hit", "key": "k", "short": "abc"}
+    assert stage_details({**UP, "cache": hit}, SKIPPED) == {"engine_cache": {"up": hit, "down": None}}
+    assert stage_details(UP, {**DOWN, "cache": hit})["engine_cache"]["down"] == hit
 
 
 def test_a_failure_is_recorded_and_fails_the_task_saying_how_to_resume(tmp_path, monkeypatch):
