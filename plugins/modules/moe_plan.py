@@ -146,7 +146,7 @@ tuner:
   description:
     - The arguments of the stage's P(llmops.sglang.moe_tune#module) tasks - C(up), C(down) (each kernel's tuning) and
       C(benchmark) (the kernel benchmark) - without the C(environment), the down kernel's C(gate_up_config) and the
-      C(batch_sizes) the up kernel was tuned at, which only the tasks know.
+      C(batch_sizes) the up kernel was tuned at, which only the tasks know. Empty when there is nothing to tune.
   returned: O(step=targets)
   type: dict
 configs_dir:

@@ -69,12 +69,15 @@ def tuner_arguments(*, settings: dict, targets: list[dict], tuner_args: list, sp
     """The arguments of the stage's llmops.sglang.moe_tune tasks by kernel (``up``, ``down``) and for the kernel
     ``benchmark``, without what only the tasks know (the environment, the tuned up configs, the batch sizes the up
     kernel was tuned at). ``settings``: tuning_run_moe; ``facts``: the adopted configuration's, whose capacity bounds
-    the batch sizes; ``cache_root``: where the engine's cache lives unless ``settings.cache_dir`` says."""
+    the batch sizes; ``cache_root``: where the engine's cache lives unless ``settings.cache_dir`` says. Nothing to
+    tune runs no tuner task and needs no settings: empty."""
+    if not targets:
+        return {}
     missing = [name for name in ("work_dir", "timeout", "search_space") if settings.get(name) is None]
     if missing:
         raise ValueError(f"tuning_run_moe lacks {', '.join(missing)}; set it (the role's defaults have each)")
     ups = [target["file_name"] for target in targets if target["kernel"] == "up"]
-    if targets and not ups:
+    if not ups:
         raise ValueError(f"the targets {[target['file_name'] for target in targets]} hold no up kernel's config, which "
                          "the down kernel is tuned with; remove the up config too, or set tuning_run_moe.force")
     engine = settings.get("engine") or "sglang"
@@ -83,7 +86,7 @@ def tuner_arguments(*, settings: dict, targets: list[dict], tuner_args: list, sp
                     tp_size=server_args.get("tp_size", 1), ep_size=server_args.get("ep_size", 1),
                     tuner_args=tuner_args, work_dir=settings["work_dir"], timeout=settings["timeout"])
     smem_per_block = (spec or {}).get("smem_per_block") or None
-    up = _given(kernel="up", expected_file_name=ups[0] if ups else None, batch_sizes=settings.get("batch_sizes") or None,
+    up = _given(kernel="up", expected_file_name=ups[0], batch_sizes=settings.get("batch_sizes") or None,
                 max_running_requests=facts.get("max_running_requests"), chunked_prefill_size=facts.get("chunked_prefill_size"),
                 speculative_num_draft_tokens=server_args.get("speculative_num_draft_tokens"),
                 search_space=settings["search_space"], smem_per_block=smem_per_block)
