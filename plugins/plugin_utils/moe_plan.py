@@ -111,7 +111,7 @@ def cost_inputs(*, settings: dict, env: dict, adopted: dict, facts: dict, refere
     checkpoint's block shape, and the adopted configuration: its GPUs (``facts``, args, environment) and what its
     measurement cost (``reference_cost``, its cost.json; the tuned configs' measurement costs about as much)."""
     return {"down": tunes_down, "engine": settings.get("engine") or "sglang",
-            "block_shape": env["model"]["moe_shape"].get("block_shape"),
+            "block_shape": (env["model"].get("moe_shape") or {}).get("block_shape"),
             "seconds_per_config": settings.get("seconds_per_config"), "reference_cost": reference_cost,
             "facts": facts, "requested_args": adopted.get("args") or {}, "environment": adopted.get("environment") or {}}
 
