@@ -50,21 +50,14 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmops.sglang.plugins.module_utils.flag_rules import trial_plan
-from ansible_collections.llmops.sglang.plugins.module_utils.run_inputs import InputError, as_bool
-from ansible_collections.llmops.sglang.plugins.plugin_utils.run_dir import skipped_trial
+from ansible_collections.llmops.sglang.plugins.plugin_utils.flag_plan import candidate_plan
 
 
 def flag_trial_plan(candidate, findings, skip_ineffective=True, sglang_version=None):
-    if not isinstance(candidate, dict) or "name" not in candidate:
-        raise AnsibleFilterError(f"flag_trial_plan: the input must be a candidate {{name, args}}, got {candidate!r}")
     try:
-        force = as_bool(f"{candidate['name']}.force", candidate.get("force", False))
-        skip = as_bool("skip_ineffective", skip_ineffective)
-    except InputError as exc:
+        return candidate_plan(candidate, findings, skip_ineffective, sglang_version)
+    except ValueError as exc:
         raise AnsibleFilterError(f"flag_trial_plan: {exc}") from exc
-    plan = trial_plan({**candidate, "force": force}, (findings or {}).get(candidate["name"], []), skip, sglang_version)
-    return {**plan, "records": skipped_trial(plan["decision"])} if plan["skip"] else plan
 
 
 class FilterModule:

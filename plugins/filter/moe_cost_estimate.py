@@ -90,25 +90,19 @@ _value:
 """
 
 from ansible.errors import AnsibleFilterError
-from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import (
-    SECONDS_PER_CONFIG, deployment_gpus, moe_engine_estimate, moe_estimate)
-from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import down_candidate_count
+from ansible_collections.llmops.sglang.plugins.module_utils.gpu_cost import moe_stage_estimate
 
 
 def moe_cost_estimate(plan, workers=None, down=False, block_shape=None, seconds_per_config=None,
                       reference_cost=None, facts=None, requested_args=None, environment=None, engine="sglang",
                       engine_gpus=None):
-    if not isinstance(plan, dict) or "search_space" not in plan or "batch_sizes" not in plan:
-        raise AnsibleFilterError("moe_cost_estimate: the input must be the moe_tune result of the up kernel's plan "
-                                 "(check mode), with search_space and batch_sizes")
-    gpus = deployment_gpus(facts, requested_args, environment)[0] or 0
-    measurement = (reference_cost or {}).get("real_s")
-    if engine == "llmops":
-        return moe_engine_estimate(plan, gpus=gpus, down=bool(down), measurement_s=measurement,
-                                   engine_gpus=int(engine_gpus) if engine_gpus else None)
-    return moe_estimate(plan, gpus=gpus, workers=int(workers or plan.get("chunk_size") or 1),
-                        down_candidates=down_candidate_count(block_shape) if down else None,
-                        seconds_per_config=float(seconds_per_config or SECONDS_PER_CONFIG), measurement_s=measurement)
+    try:
+        return moe_stage_estimate(plan, workers=workers, down=down, block_shape=block_shape,
+                                  seconds_per_config=seconds_per_config, reference_cost=reference_cost, facts=facts,
+                                  requested_args=requested_args, environment=environment, engine=engine,
+                                  engine_gpus=engine_gpus)
+    except ValueError as exc:
+        raise AnsibleFilterError(f"moe_cost_estimate: {exc}") from exc
 
 
 class FilterModule:

@@ -23,6 +23,8 @@ import statistics
 import typing as t
 from datetime import datetime
 
+from ansible_collections.llmops.sglang.plugins.module_utils.moe_search_space import down_candidate_count
+
 PARTS = ("server_start", "warmup", "benchmark", "tuning", "kernel_benchmark", "other")
 MEASUREMENT_PARTS = ("server_start", "warmup", "benchmark")
 # Wall seconds of SGLang's main tuner per config and batch size: 1920 configs at one batch size took 2643.9 s on an
@@ -182,6 +184,27 @@ def saved_estimate(measured_gpu_minutes: list[float]) -> float | None:
 
 
 # ---- MoE stage estimate ---------------------------------------------------------------------------
+
+
+def moe_stage_estimate(plan: dict, *, workers: int | None = None, down: bool = False, block_shape: list | None = None,
+                       seconds_per_config: float | None = None, reference_cost: dict | None = None,
+                       facts: dict | None = None, requested_args: dict | None = None, environment: dict | None = None,
+                       engine: str = "sglang", engine_gpus: int | None = None) -> dict[str, t.Any]:
+    """The MoE stage's estimate from the up tuner's ``plan`` (llmops.sglang.moe_tune in check mode): the engine's
+    model (:func:`moe_engine_estimate`) or SGLang's tuner's (:func:`moe_estimate`), on the GPUs of the deployment
+    (``facts``, else ``requested_args``, else the ``environment``), with a measurement like ``reference_cost``'s (the
+    cost.json of a configuration measured in this run). ValueError when ``plan`` is not such a plan."""
+    if not isinstance(plan, dict) or "search_space" not in plan or "batch_sizes" not in plan:
+        raise ValueError("the input must be the moe_tune result of the up kernel's plan (check mode), with search_space "
+                         "and batch_sizes")
+    gpus = deployment_gpus(facts, requested_args, environment)[0] or 0
+    measurement = (reference_cost or {}).get("real_s")
+    if engine == "llmops":
+        return moe_engine_estimate(plan, gpus=gpus, down=bool(down), measurement_s=measurement,
+                                   engine_gpus=int(engine_gpus) if engine_gpus else None)
+    return moe_estimate(plan, gpus=gpus, workers=int(workers or plan.get("chunk_size") or 1),
+                        down_candidates=down_candidate_count(block_shape) if down else None,
+                        seconds_per_config=float(seconds_per_config or SECONDS_PER_CONFIG), measurement_s=measurement)
 
 
 def moe_estimate(plan: dict, *, gpus: int, workers: int, down_candidates: int | None,

@@ -20,6 +20,8 @@ description:
   - O(step=evidence) writes C(tune_up.json), C(tune_down.json) (removed when the down kernel was not tuned),
     C(installed.json), C(kernel_before.json), C(kernel_after.json), C(kernel_benchmark.json), C(kernel_table.json)
     (P(llmops.sglang.moe_kernel_table#filter) of the two benchmarks) and C(provenance.json).
+  - O(step=failure) writes C(failure.txt), where the stage's tuning, benchmarks or install failed and why, and fails
+    the task saying so, that the previous configs are back, and how a rerun resumes from the tuner's checkpoints.
   - Runs entirely on the controller (action plugin); nothing is sent to the managed host.
 author:
   - llmops.sglang contributors (@llmops)
@@ -37,16 +39,15 @@ options:
     description: Which records to write.
     type: str
     required: true
-    choices: [cluster, evidence]
+    choices: [cluster, evidence, failure]
   dir:
     description: The stage's directory of the host in the run directory (C(tuning_run_stage_dir)).
     type: path
     required: true
   up:
     description: The result of P(llmops.sglang.moe_tune#module) tuning the up kernel (on a tune host that is not the
-      cluster's head, the head's).
+      cluster's head, the head's); required for O(step=cluster) and O(step=evidence).
     type: dict
-    required: true
   down:
     description:
       - The result of the task tuning the down kernel; a skipped task's result (no C(output_file)), or none, means the
@@ -70,26 +71,23 @@ options:
     description: The result of P(llmops.sglang.sglang_env_facts#module) (C(versions), C(triton_dir),
       C(model.moe_shape)); required for O(step=evidence).
     type: dict
-  server_args:
-    description: The adopted server args (C(tp_size), C(ep_size), default V(1)); required for O(step=evidence).
-    type: dict
-  model_path:
-    description: The model's path on the host; required for O(step=evidence).
-    type: str
-  tuner_args:
-    description: The tuner arguments of the targets (P(llmops.sglang.moe_targets#filter)); required for
-      O(step=evidence).
-    type: list
-    elements: raw
-  bandwidth_gbs:
+  plan:
     description:
-      - The GPU's memory bandwidth in GB/s, the roofline of C(kernel_table.json); required for O(step=evidence).
-      - Unknown (V(null)) fails the task naming the setting C(sglang_gpu_spec.mem_bandwidth_gbs).
-    type: float
-  tuned_on:
-    description: The hosts whose GPUs tuned the configs; required for O(step=evidence).
-    type: list
-    elements: str
+      - The stage's plan (P(llmops.sglang.moe_plan#module)'s result); required for O(step=evidence). The provenance
+        takes the adopted TP and EP sizes, the model, the targets' tuner arguments and the hosts that tuned from it,
+        the kernel table the GPU's memory bandwidth (its C(spec)).
+      - An unknown bandwidth fails the task naming the setting C(sglang_gpu_spec.mem_bandwidth_gbs).
+    type: dict
+  failed_task:
+    description: The name of the task the stage failed at (C(ansible_failed_task.name)); required for O(step=failure).
+    type: str
+  failed_result:
+    description: Its result (C(ansible_failed_result)); required for O(step=failure).
+    type: dict
+  work_dir:
+    description: The tuner's work directory on the host, whose checkpoints a rerun resumes from
+      (C(tuning_run_moe.work_dir)); required for O(step=failure).
+    type: path
   cluster:
     description: The Ray cluster of the tune hosts; required for O(step=cluster).
     type: dict
@@ -134,17 +132,13 @@ EXAMPLES = r"""
     installed: "{{ moe_installed }}"
     gpus: "{{ moe_gpus.summary }}"
     env: "{{ moe_env }}"
-    server_args: "{{ tuning_run_adopted.args }}"
-    model_path: "{{ sglang_model_path }}"
-    tuner_args: "{{ moe_plan.tuner_args }}"
-    bandwidth_gbs: "{{ moe_spec.mem_bandwidth_gbs | default(none) }}"
-    tuned_on: ["{{ inventory_hostname }}"]
+    plan: "{{ moe_plan }}"
 """
 
 RETURN = r"""
 paths:
   description: Paths of the records written or kept (not the removed C(tune_down.json)).
-  returned: always
+  returned: O(step=cluster) and O(step=evidence)
   type: list
   elements: str
 written:
@@ -152,9 +146,16 @@ written:
   returned: always
   type: list
   elements: str
+stage_details:
+  description:
+    - What C(stage.json) says of the tuning (role C(llmops.sglang.tuning_run)'s C(tuning_run_stage_details)) -
+      C(engine_cache), per kernel whether the controller's cache of the engine answered (status, key and its short
+      hash; null where the engine did not tune the kernel).
+  returned: O(step=evidence)
+  type: dict
 removed:
   description: Records with no content this time that existed and were removed (unless in check mode).
-  returned: always
+  returned: O(step=cluster) and O(step=evidence)
   type: list
   elements: str
 """

@@ -79,3 +79,31 @@ def evidence_records(*, up: dict, down: dict | None, before: dict, after: dict, 
             "files": [os.path.basename(path) for path in installed["installed"]],
         },
     }
+
+
+def failure(task: str, result: dict, run_id: str, work_dir: str) -> tuple[str, str]:
+    """The record ``failure_text`` and the stage's message when its tuning, benchmarks or install failed at ``task``
+    (``result`` that task's result): the previous configs are back, and a rerun of ``run_id`` resumes from the
+    tuner's checkpoints in ``work_dir``."""
+    reason = result.get("msg", "failed")
+    return (f"{task}: {reason}",
+            f'MoE tuning failed at "{task}": {reason}. Nothing was installed (or it was restored); the server runs the '
+            f"previous configs. Rerun with -e run_id={run_id} to resume from the checkpoints in {work_dir}.")
+
+
+def stage_details(up: dict, down: dict | None) -> dict[str, t.Any]:
+    """What stage.json says of the tuning besides the records: engine llmops: per kernel whether the controller's
+    cache answered (status, key and its short hash; None where the engine did not tune the kernel: a skipped task's
+    result has no cache)."""
+    return {"engine_cache": {"up": up.get("cache"), "down": (down or {}).get("cache")}}
+
+
+def planned(plan: dict) -> dict[str, t.Any]:
+    """What the evidence takes from the stage's plan (the action moe_plan's result): the adopted TP and EP sizes and
+    the model the tuner ran with, the targets' tuner arguments, the GPU's bandwidth, the hosts whose GPUs tuned."""
+    tuner, cluster = plan["tuner"]["up"], plan["cluster"]
+    return {"server_args": {"tp_size": tuner.get("tp_size", 1), "ep_size": tuner.get("ep_size", 1)},
+            "model_path": tuner["model_path"], "tuner_args": plan["plan"]["tuner_args"],
+            "bandwidth_gbs": (plan["spec"] or {}).get("mem_bandwidth_gbs"),
+            # Outside a tuning cluster the head is the host itself.
+            "tuned_on": cluster["hosts"] if cluster["in_cluster"] else [cluster["head"]]}

@@ -117,7 +117,7 @@ def test_module_docs_show_no_internal_options(artifact):
 
 # What the stage playbooks call and a playbook of the user's should not (issue #39 item 10): the controller actions
 # of the run directory, and the tuning_run role's steps of a stage.
-INTERNAL_MODULES = {"adoption", "moe_plan", "moe_records", "run_cost", "run_inputs", "run_lock", "run_record", "run_report", "search_step"}
+INTERNAL_MODULES = {"adoption", "flag_plan", "moe_plan", "moe_records", "run_cost", "run_inputs", "run_lock", "run_record", "run_report", "search_step"}
 INTERNAL_ENTRY_POINTS = {"stage", "measure", "flag_trial", "decide", "moe_revert", "finish"}
 
 

@@ -14,7 +14,8 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.llmops.sglang.plugins.action.moe_records import ActionModule
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_roofline import kernel_table_document
 from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
-from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_records import cluster_record, evidence_records
+from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_records import (
+    cluster_record, evidence_records, failure, planned, stage_details)
 
 # Qwen3.5-122B-A10B (tests/emulator/models) at TP=4 on an RTX PRO 6000 (1792 GB/s).
 SHAPE = {"num_experts": 256, "topk": 8, "hidden_size": 3072, "moe_intermediate_size": 1024, "dtype": "bfloat16",
@@ -37,6 +38,10 @@ ENV = {"versions": {"sglang": "0.5.9", "triton": "3.6.0"}, "triton_dir": "/opt/c
 HOST = {"before": BEFORE, "after": AFTER, "installed": INSTALLED, "gpus": {"name": "NVIDIA RTX PRO 6000", "count": 4},
         "env": ENV, "server_args": {"tp_size": 4}, "model_path": "/models/qwen", "tuner_args": ["--tp-size", "4"],
         "bandwidth_gbs": 1792.0, "tuned_on": ["gpu1"]}
+# What moe_plan returned on gpu1 (the parts the evidence reads), and what the action takes of it.
+PLAN = {"tuner": {"up": {"model_path": "/models/qwen", "tp_size": 4}}, "plan": {"tuner_args": ["--tp-size", "4"]},
+        "spec": {"mem_bandwidth_gbs": 1792.0}, "cluster": {"hosts": [], "in_cluster": False, "head": "gpu1"}}
+ACTION_HOST = {"before": BEFORE, "after": AFTER, "installed": INSTALLED, "gpus": HOST["gpus"], "env": ENV, "plan": PLAN}
 CLUSTER = {"head": "gpu1", "hosts": ["gpu1", "gpu2"], "ray_address": "10.0.0.1:6379", "nodes": 2, "gpus": 8,
            "started": 1000.0}
 
@@ -84,8 +89,8 @@ def test_cluster_record_says_what_ray_ran_where():
 def run_action(monkeypatch, args: dict, check_mode: bool = False) -> dict:
     """The action's run with these (already validated) arguments; every option it does not get is None, as
     argument_spec leaves it."""
-    options = dict.fromkeys(("down", "before", "after", "installed", "gpus", "env", "server_args", "model_path",
-                             "tuner_args", "bandwidth_gbs", "tuned_on", "cluster"))
+    options = dict.fromkeys(("up", "down", "before", "after", "installed", "gpus", "env", "plan", "cluster",
+                             "failed_task", "failed_result", "work_dir"))
     monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
     monkeypatch.setattr(ControllerAction, "arguments", lambda self: {**options, **args})
     action = ActionModule.__new__(ActionModule)
@@ -95,7 +100,7 @@ def run_action(monkeypatch, args: dict, check_mode: bool = False) -> dict:
 
 def test_the_action_writes_the_evidence_and_removes_a_stale_down_record(tmp_path, monkeypatch):
     (tmp_path / "tune_down.json").write_text("{}")
-    result = run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": UP, "down": SKIPPED, **HOST})
+    result = run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": UP, "down": SKIPPED, **ACTION_HOST})
     assert result["removed"] == [str(tmp_path / "tune_down.json")] and not (tmp_path / "tune_down.json").exists()
     assert sorted(path.name for path in tmp_path.iterdir()) == sorted(
         ["tune_up.json", "installed.json", "kernel_before.json", "kernel_after.json", "kernel_benchmark.json",
@@ -103,7 +108,8 @@ def test_the_action_writes_the_evidence_and_removes_a_stale_down_record(tmp_path
     assert json.loads((tmp_path / "provenance.json").read_text())["files"] == [
         "E=256,N=256,device_name=NVIDIA_RTX_PRO_6000.json"]
     assert result["changed"] and len(result["written"]) == 7
-    again = run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": UP, "down": SKIPPED, **HOST})
+    assert result["stage_details"] == {"engine_cache": {"up": None, "down": None}}  # SGLang's tuner: no cache
+    again = run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": UP, "down": SKIPPED, **ACTION_HOST})
     assert not again["changed"] and again["written"] == [] and again["removed"] == []
 
 
@@ -120,7 +126,35 @@ def test_the_action_names_what_a_step_lacks(tmp_path, monkeypatch):
     with pytest.raises(AnsibleActionFail, match="step=evidence needs before, after"):
         run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": UP})
     with pytest.raises(AnsibleActionFail, match="kernel_table.json: bandwidth_gbs is unknown"):
-        run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": UP, **HOST, "bandwidth_gbs": None})
+        run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": UP, **ACTION_HOST,
+                                 "plan": {**PLAN, "spec": None}})
     with pytest.raises(AnsibleActionFail, match="lacks what its record needs: KeyError"):
-        run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": {}, **HOST})
+        run_action(monkeypatch, {"step": "evidence", "dir": str(tmp_path), "up": {}, **ACTION_HOST})
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_plan_gives_the_provenance_what_the_tuner_ran_with():
+    provenance = ("model_path", "tuner_args", "bandwidth_gbs", "tuned_on")
+    assert planned(PLAN) == {"server_args": {"tp_size": 4, "ep_size": 1}, **{key: HOST[key] for key in provenance}}
+    cluster = {**PLAN, "cluster": {"hosts": ["gpu1", "gpu2"], "in_cluster": True, "head": "gpu1"}}
+    assert planned(cluster)["tuned_on"] == ["gpu1", "gpu2"]
+
+
+def test_the_stage_says_per_kernel_whether_the_engines_cache_answered():
+    hit = {"status": "hit", "key": "k", "short": "abc"}
+    assert stage_details({**UP, "cache": hit}, SKIPPED) == {"engine_cache": {"up": hit, "down": None}}
+    assert stage_details(UP, {**DOWN, "cache": hit})["engine_cache"]["down"] == hit
+
+
+def test_a_failure_is_recorded_and_fails_the_task_saying_how_to_resume(tmp_path, monkeypatch):
+    stage_dir = tmp_path / "run-1" / "moe_tune" / "gpu1"
+    stage_dir.mkdir(parents=True)
+    result = run_action(monkeypatch, {"step": "failure", "dir": str(stage_dir), "failed_task": "Tune the up kernel",
+                                      "failed_result": {"msg": "timeout: 60s spent"}, "work_dir": "/var/lib/moe"})
+    assert (stage_dir / "failure.txt").read_text() == "Tune the up kernel: timeout: 60s spent"
+    assert result["failed"] and result["msg"] == (
+        'MoE tuning failed at "Tune the up kernel": timeout: 60s spent. Nothing was installed (or it was restored); the '
+        "server runs the previous configs. Rerun with -e run_id=run-1 to resume from the checkpoints in /var/lib/moe.")
+    assert failure("Copy", {}, "run-1", "/w")[0] == "Copy: failed"
+    with pytest.raises(AnsibleActionFail, match="step=failure needs failed_result, work_dir"):
+        run_action(monkeypatch, {"step": "failure", "dir": str(stage_dir), "failed_task": "Copy"})
