@@ -139,6 +139,16 @@ def report(verdict: dict, prediction: dict, *, host: str, carried: t.Sequence[st
     return {**record, "markdown": _markdown(record)}
 
 
+def prediction_markdown(prediction: dict, host: str, before: dict | None = None) -> str:
+    """``prediction.md``: the prediction's summary lines, and first, where the carry or the retune changed what the
+    new release finds, the prediction made before them (what the new release would have done on its own)."""
+    lines = [f"# Upgrade prediction: {host}", ""]
+    if before:
+        lines += ["## Before the carry and the retune", "", *(f"- {line}" for line in before.get("summary") or ()),
+                  "", "## What the new release starts with", ""]
+    return "\n".join([*lines, *(f"- {line}" for line in prediction.get("summary") or ())]) + "\n"
+
+
 def versions(prediction: dict) -> dict:
     """The serving (``current``) and the new release's sglang, triton and torch versions of a prediction."""
     found = prediction.get("versions") or {}

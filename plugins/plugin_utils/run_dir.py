@@ -42,7 +42,7 @@ RECORDS = {
     "provenance": "provenance.json", "cluster": "cluster.json",
     # rollout's and upgrade's
     "rollout": "rollout.json", "release": "release.json", "carry": "carry.json", "retune": "retune.json",
-    "prediction": "prediction.json",
+    "prediction": "prediction.json", "prediction_before": "prediction_before.json",
     "prediction_md": "prediction.md", "canary": "canary.json", "canary_md": "upgrade.md",
 }
 # What a measured trial records (MEASUREMENT, the verdict on it, its cost), none of which a skipped trial has.

@@ -162,3 +162,17 @@ def test_the_report_sets_the_retunes_estimate_beside_what_it_spent():
             f"engine cache: {UP}: miss") in record["markdown"]
     with pytest.raises(AnsibleFilterError, match="upgrade_verdict: retune_estimate must be a dict"):
         upgrade_verdict(measured(), measured(), prediction=PREDICTION, host="gpu1", retune_estimate=[1])
+
+
+def test_prediction_markdown_shows_the_first_prediction_before_what_the_release_starts_with():
+    from ansible_collections.llmops.sglang.plugins.filter.upgrade_prediction_markdown import upgrade_prediction_markdown
+
+    after = {"summary": ["up E=256.json: kept", "flags: none changed"]}
+    before = {"summary": ["up E=256.json: lost: RETUNE it"]}
+    assert upgrade_prediction_markdown(after, host="gpu1") == (
+        "# Upgrade prediction: gpu1\n\n- up E=256.json: kept\n- flags: none changed\n")
+    text = upgrade_prediction_markdown(after, host="gpu1", before=before)
+    assert text.index("- up E=256.json: lost: RETUNE it") < text.index("## What the new release starts with") \
+        < text.index("- up E=256.json: kept") and "\\n" not in text
+    with pytest.raises(AnsibleFilterError, match="upgrade_prediction_markdown: before must be a dict, got list"):
+        upgrade_prediction_markdown(after, host="gpu1", before=["x"])
