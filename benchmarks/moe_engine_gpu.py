@@ -73,7 +73,7 @@ MODEL_DIR = os.path.join(ROOT, "tests", "emulator", "models", "Qwen3.5-122B-A10B
 # The device calls behind benchmarks/results/moe_engine_gpu.json, per shape (benchmarks/README.md says how to run them).
 RUN_COMMANDS = {  # one device call per command, in order, on the same card type
     "qwen35-122b-tp4": ["python3 benchmarks/moe_engine_gpu.py --shape qwen35-122b-tp4 --workers 15 --deadline 300 "
-                        "--budget 365 --final-reps 4 --phases=engine,lookup,exhaustive",
+                        "--budget 480 --final-reps 4 --phases=engine,lookup,exhaustive  # 2026-12-07",
                         "python3 benchmarks/moe_engine_gpu.py --shape qwen35-122b-tp4 --workers 15 --budget 420 "
                         "--final-reps 4 --sample 8 --server-ms 1,16 --phases=sglang,server  # 2026-12-06"],
     "qwen3-30b-tp1": ["python3 benchmarks/moe_engine_gpu.py --shape qwen3-30b-tp1 --workers 15 --deadline 300 "
