@@ -7,15 +7,7 @@
 # Arguments go to every ansible-playbook run (-e key=value, -v, ...).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-py=.venv/bin/python
-reason=$($py -c 'from tests.sandbox.fleet import unsupported_reason; print(unsupported_reason() or "")' 2>&1)
-if [[ -n $reason ]]; then
-    echo "make demo-upgrade: cannot run here: $reason" >&2
-    exit 1
-fi
-$py -m tests.sandbox down >/dev/null 2>&1 || true  # a fleet left by an interrupted run
-trap '$py -m tests.sandbox down' EXIT
-$py -m tests.sandbox up --hosts 1 --emulator || exit 1
+source scripts/demo-sandbox.sh demo-upgrade
 run_id=demo-upgrade-$(date -u +%Y%m%dT%H%M%SZ)
 playbook() { PATH=$PWD/.venv/bin:$PATH ansible-playbook -i inventory -e @examples/demo-upgrade.yml "$@"; }
 playbook examples/demo-upgrade/before.yml "$@" || exit 1
