@@ -10,7 +10,7 @@ short_description: An upgrade prediction's C(prediction.md), with the prediction
 description:
   - The summary lines of M(llmops.sglang.sglang_upgrade_check)'s result as Markdown, one bullet each.
   - With O(before), the prediction made before the carry and the retune comes first (what the new release would have
-    loaded on its own: the configs it would miss), then what it starts with.
+    loaded on its own, the configs it would miss), then what it starts with.
 options:
   _input:
     description: The prediction the new release starts with (M(llmops.sglang.sglang_upgrade_check)'s result).
