@@ -25,9 +25,9 @@ def upgrade_summary(run_dir: Path) -> dict[str, t.Any] | None:
     hosts = layout.hosts(run_dir, [STAGE])
     if not hosts:
         return None
-    canaries = [host for host in hosts if read_record(run_dir, STAGE, host, record="canary")]
-    canary = canaries[0] if canaries else None
-    verdict = read_record(run_dir, STAGE, canary, record="canary") if canary else None
+    verdicts = {host: read_record(run_dir, STAGE, host, record="canary") for host in hosts}
+    canary = next((host for host, verdict in verdicts.items() if verdict), None)
+    verdict = verdicts.get(canary)
     rollout = read_record(run_dir, "rollout", record="summary") or {}
     return {"canary": canary,
             "decision": verdict["report"]["decision"] if verdict else None,
