@@ -12,6 +12,8 @@ description:
     the upgrade back even when throughput holds.
   - C(latency_limits), default the rollout analysis' defaults (V(0.01) error rate, p99 TTFT and TPOT V(10) percent
     up) - see P(llmops.sglang.rollout_analysis#filter); V(null) judges no latency.
+  - C(max_goodput_loss_pct), default V(5) - when the run has an SLO, the new release must meet it in every run at the
+    serving release's highest rate that met it, less this percentage (below 100).
   - Fails naming C(upgrade_canary_policy.<key>) and what it takes.
 options:
   _input:

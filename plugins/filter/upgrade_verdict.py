@@ -14,8 +14,9 @@ description:
     (P(llmops.sglang.compare_sweeps#filter), judged by the sequential rule the new release was measured with); when the
     startup facts show a capacity drop (max_running_requests, KV tokens) beyond C(max_capacity_loss_pct) of
     O(policy), even when throughput holds; when the new server reports MoE configs missing that the old one did not;
-    and, unless C(latency_limits) is null, when the error rate or p99 TTFT or TPOT crosses the limits of
-    P(llmops.sglang.rollout_analysis#filter).
+    unless C(latency_limits) is null, when the error rate or p99 TTFT or TPOT crosses the limits of
+    P(llmops.sglang.rollout_analysis#filter); and, given O(goodput), when the new release missed the run's SLO in a
+    run at the serving release's rate less C(max_goodput_loss_pct).
   - Fails, naming the field, when the serving release's measurement failed or the policy has an unknown key.
 options:
   _input:
@@ -58,10 +59,16 @@ options:
     default: {}
   policy:
     description:
-      - C(max_capacity_loss_pct) (default V(10)) and C(latency_limits) (the rollout analysis' limits, default its
-        defaults; V(null) for no latency limit). See P(llmops.sglang.upgrade_policy#filter).
+      - C(max_capacity_loss_pct) (default V(10)), C(latency_limits) (the rollout analysis' limits, default its
+        defaults; V(null) for no latency limit) and C(max_goodput_loss_pct) (default V(5)). See
+        P(llmops.sglang.upgrade_policy#filter).
     type: dict
     default: {}
+  goodput:
+    description:
+      - The goodput under the run's SLO, C({old, new}) - the results of M(llmops.sglang.canary_goodput)'s phases; null
+        when the run has no SLO.
+    type: dict
 """
 
 EXAMPLES = r"""
@@ -80,7 +87,10 @@ _value:
       C(report) (versions old and new, MoE configs kept / fallback / missing / carried / retuned / retune, the retune's C(retune_cost)
       (C(files), C(gpu_minutes), C(cache) per file, C(estimate) with the estimate's C(engine_gpu_minutes),
       C(gpu_minutes), C(gpus) and C(summary); null when nothing was retuned), startup facts diff,
-      throughput table, latency rows, decision) with its C(markdown).
+      throughput table, latency rows, C(goodput), decision) with its C(markdown).
+    - C(goodput) (null without O(goodput)) - C(slo), C(serving_rate_rps), C(serving_estimate_rps),
+      C(serving_goodput_rps), C(check_rate_rps), C(max_loss_pct), C(held) (null when nothing was compared), C(runs),
+      C(failed_runs), C(new_goodput_rps) and the C(line) the verdict lists.
   type: dict
 """
 
@@ -93,13 +103,14 @@ from ansible_collections.llmops.sglang.plugins.module_utils import upgrade_verdi
 
 
 def upgrade_verdict(old: Any, new: Any, prediction: Any = None, host: str = "", carried: Any = None, compare: Any = None,
-                    policy: Any = None, retuned: Any = None, retune_estimate: Any = None) -> dict:
+                    policy: Any = None, retuned: Any = None, retune_estimate: Any = None, goodput: Any = None) -> dict:
     for name, value in (("_input", old), ("new", new), ("prediction", prediction), ("compare", compare or {}),
-                        ("policy", policy or {}), ("retune_estimate", retune_estimate or {})):
+                        ("policy", policy or {}), ("retune_estimate", retune_estimate or {}), ("goodput", goodput or {})):
         if not isinstance(value, Mapping):
             raise AnsibleFilterError(f"upgrade_verdict: {name} must be a dict, got {type(value).__name__}")
     try:
-        verdict = verdicts.judge(dict(old), dict(new), compare=dict(compare or {}), options=dict(policy or {}))
+        verdict = verdicts.judge(dict(old), dict(new), compare=dict(compare or {}), options=dict(policy or {}),
+                                 goodput=dict(goodput) if goodput else None)
     except ValueError as exc:
         raise AnsibleFilterError(f"upgrade_verdict: {exc}") from None
     report = verdicts.report(verdict, dict(prediction), host=host, carried=list(carried or []),

@@ -10,7 +10,9 @@ judged by the sequential rule the bench module stopped on) must show no regresse
 KV tokens: decisions.capacity_losses), whatever the throughput did, since a smaller server sheds load a short
 benchmark never reaches; the new server must load every tuned MoE config the old one loaded; and, unless
 ``latency_limits`` is null, the error rate and the p99 TTFT and TPOT must stay within the rollout's limits
-(rollout_analysis.analyse). Every crossed limit is a reason to roll back.
+(rollout_analysis.analyse); and, when the run has an SLO, the new release must meet it in every run at the serving
+release's goodput rate less ``max_goodput_loss_pct`` (plugin_utils/canary_goodput.py measures both). Every crossed
+limit is a reason to roll back.
 
 Pure: the two measurements (what the tuning_run role's measure.yml keeps), the prediction, the carry and the options
 in; the decision, its evidence and a Markdown report out.
@@ -26,10 +28,12 @@ from ansible_collections.llmops.sglang.plugins.module_utils import rollout_analy
 from ansible_collections.llmops.sglang.plugins.module_utils.decisions import capacity_losses, throughput_reason
 from ansible_collections.llmops.sglang.plugins.module_utils.server_diff import diff_server_facts
 from ansible_collections.llmops.sglang.plugins.module_utils.sweep_stats import compare_sweeps
+from ansible_collections.llmops.sglang.plugins.module_utils.workload import DEFAULT_SLO_PERCENTILE
 
 # What an operator who dreads upgrades would pick: 10 % fewer concurrent requests or KV tokens is a smaller server,
-# rejected; latency limits as a rollout's (1 % errors, p99 TTFT and TPOT at most 10 % up).
-DEFAULT_OPTIONS = {"max_capacity_loss_pct": 10.0, "latency_limits": {}}
+# rejected; latency limits as a rollout's (1 % errors, p99 TTFT and TPOT at most 10 % up); under the run's SLO the new
+# release must hold the serving release's rate less 5 %, the rate search's own resolution (rate_search.py).
+DEFAULT_OPTIONS = {"max_capacity_loss_pct": 10.0, "latency_limits": {}, "max_goodput_loss_pct": 5.0}
 
 
 def validated_options(options: dict | None) -> dict:
@@ -38,9 +42,11 @@ def validated_options(options: dict | None) -> dict:
     if unknown:
         raise ValueError(f"upgrade_canary_policy: unknown {', '.join(unknown)} (known: {', '.join(DEFAULT_OPTIONS)})")
     merged = {**DEFAULT_OPTIONS, **(options or {})}
-    limit = merged["max_capacity_loss_pct"]
-    if not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit < 0:
-        raise ValueError(f"upgrade_canary_policy.max_capacity_loss_pct: a number >= 0 (percent), not {limit!r}")
+    for key, high in (("max_capacity_loss_pct", None), ("max_goodput_loss_pct", 100.0)):
+        limit = merged[key]
+        if not isinstance(limit, (int, float)) or isinstance(limit, bool) or limit < 0 or (high and limit >= high):
+            bound = f"a number >= 0 and < {high:g}" if high else "a number >= 0"
+            raise ValueError(f"upgrade_canary_policy.{key}: {bound} (percent), not {limit!r}")
     if merged["latency_limits"] is not None:
         if not isinstance(merged["latency_limits"], dict):
             raise ValueError("upgrade_canary_policy.latency_limits: a mapping of the rollout analysis' limits, or null "
@@ -52,22 +58,27 @@ def validated_options(options: dict | None) -> dict:
     return merged
 
 
-def judge(old: dict, new: dict, *, compare: dict | None = None, options: dict | None = None) -> dict:
+def judge(old: dict, new: dict, *, compare: dict | None = None, options: dict | None = None,
+          goodput: dict | None = None) -> dict:
     """The canary's decision: ``promote`` (bool), ``reasons`` (each limit crossed; empty when promoted), ``notes``
     (what changed within the limits), ``summary`` (one line), and the evidence: ``comparison``, ``side_effects``,
     ``analysis`` (latency, None without limits), ``moe_lost`` (config files the new server reports missing and the
-    old one did not), ``options``. ``old`` must be a measurement: without one nothing is compared, so ValueError."""
+    old one did not), ``goodput`` (None without an SLO), ``options``. ``goodput`` is ``{old, new}``, the results of
+    the two releases' goodput steps (canary_goodput.py). ``old`` must be a measurement: without one nothing is
+    compared, so ValueError."""
     options = validated_options(options)
     if old.get("failure") or not old.get("sweep"):
         raise ValueError(f"the serving release's measurement failed, so there is nothing to compare the new release "
                          f"with: {old.get('failure') or 'no sweep'}")
-    evidence: dict[str, t.Any] = {"comparison": None, "side_effects": None, "analysis": None, "moe_lost": []}
+    evidence: dict[str, t.Any] = {"comparison": None, "side_effects": None, "analysis": None, "moe_lost": [],
+                                  "goodput": None}
     reasons: list[str] = []
     notes: list[str] = []
     if new.get("failure"):
         reasons.append(f"the new release failed on the canary: {new['failure']}")
     else:
         evidence.update(_evidence(old, new, compare or {}, options))
+        evidence["goodput"] = goodput_evidence(goodput)
         reasons, notes = _reasons(evidence, options)
     promote = not reasons
     head = "promote" if promote else "roll back"
@@ -106,7 +117,37 @@ def _reasons(evidence: dict, options: dict) -> tuple[list[str], list[str]]:
     analysis = evidence["analysis"]
     if analysis is not None and not analysis["passed"]:
         reasons.extend(analysis["reasons"])
+    goodput = evidence["goodput"]
+    if goodput is not None:
+        (notes if goodput["held"] is not False else reasons).append(goodput["line"])
     return reasons, notes
+
+
+def goodput_evidence(goodput: dict | None) -> dict | None:
+    """The two goodput results (``{old, new}``) as the verdict's evidence: the SLO, the serving release's rate (the
+    highest at which all its runs met the SLO) and estimate, the rate the new release was held to, whether every
+    run of it met the SLO there (``held``; None when nothing was compared), the runs' median goodput, and the
+    ``line`` the verdict lists. None when the run has no SLO."""
+    if not goodput:
+        return None
+    old, new = goodput.get("old") or {}, goodput.get("new") or {}
+    record = {"slo": old.get("slo"), "serving_rate_rps": old.get("rate_rps"),
+              "serving_estimate_rps": old.get("estimate_rps"), "serving_goodput_rps": old.get("goodput_rps"),
+              "check_rate_rps": new.get("rate_rps"), "max_loss_pct": new.get("max_loss_pct"),
+              "held": new.get("held"), "runs": new.get("runs"), "failed_runs": new.get("failed_runs"),
+              "new_goodput_rps": new.get("goodput_rps")}
+    return {**record, "line": _goodput_line(record, new.get("reason"))}
+
+
+def _goodput_line(record: dict, reason: str | None) -> str:
+    if record["held"] is None:
+        return f"goodput under the SLO not compared: {reason}"
+    where = (f"at {record['check_rate_rps']:.3g} req/s (the serving release's {record['serving_rate_rps']:.3g} less "
+             f"{record['max_loss_pct']:g}%)")
+    if record["held"]:
+        return f"goodput under the SLO held: all {record['runs']} runs of the new release met the SLO {where}"
+    return (f"goodput under the SLO fell: the new release missed the SLO in {record['failed_runs']} of "
+            f"{record['runs']} runs {where}")
 
 
 def retune_summary(tuned: t.Sequence[dict], estimate: dict | None = None) -> dict | None:
@@ -135,7 +176,7 @@ def report(verdict: dict, prediction: dict, *, host: str, carried: t.Sequence[st
               "configs": configs(prediction, carried, (retuned or {}).get("files") or ()),
               "retune_cost": retuned, "facts_diff": (verdict["side_effects"] or {}).get("summary_lines") or [],
               "throughput": (verdict["comparison"] or {}).get("table", ""),
-              "latency": _latency_rows(verdict["analysis"])}
+              "latency": _latency_rows(verdict["analysis"]), "goodput": verdict.get("goodput")}
     return {**record, "markdown": _markdown(record)}
 
 
@@ -201,7 +242,24 @@ def _markdown(record: dict) -> str:
         lines += [f"| {row['concurrency']} | {_ms(row['ttft_ms']['before_p99'])} | {_ms(row['ttft_ms']['after_p99'])} "
                   f"| {_ms(row['tpot_ms']['before_p99'])} | {_ms(row['tpot_ms']['after_p99'])} "
                   f"| {row['error_rate']['after']:.1%} |" for row in record["latency"]]
+    if record["goodput"]:
+        lines += ["", "## Goodput under the SLO", "", *_goodput_markdown(record["goodput"])]
     return "\n".join(lines) + "\n"
+
+
+def _goodput_markdown(goodput: dict) -> list[str]:
+    slo = ", ".join(f"p{target.get('percentile', DEFAULT_SLO_PERCENTILE):g} {metric} <= {target['target']:g} ms"
+                    for metric, target in (goodput["slo"] or {}).items())
+    lines = [f"- SLO: {slo or '-'}", f"- {goodput['line']}"]
+    if goodput["serving_rate_rps"] is not None:
+        lines.insert(1, f"- the serving release met it up to {goodput['serving_rate_rps']:.3g} req/s (estimate "
+                        f"{_rps(goodput['serving_estimate_rps'])}, goodput {_rps(goodput['serving_goodput_rps'])}); "
+                        f"the new release's goodput at its check: {_rps(goodput['new_goodput_rps'])}")
+    return lines
+
+
+def _rps(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3g} req/s"
 
 
 def retune_text(cost: dict) -> str:

@@ -4,8 +4,9 @@
 - 0.5.23 (Triton 3.6.0) with the tuned configs only in the serving venv's package: carried into the new venv, the
   canary gpu1 serves as well as before on the same workload, so it is promoted, and gpu2 follows in the rollout's batch;
 - 0.5.17 (Triton 3.6.0) with the tuned configs in a shared SGLANG_MOE_CONFIG_DIR: it keeps them, but its decode is
-  slower (the emulator's per-release regression, RELEASE_DECODE_FACTORS), so the canary is rolled back - the old unit
-  and python serve again, the configs untouched - and the playbook fails saying why;
+  slower (the emulator's per-release regression, RELEASE_DECODE_FACTORS), so its throughput regresses and, under the
+  run's SLO, it misses the serving release's goodput rate: the canary is rolled back - the old unit and python serve
+  again, the configs untouched - and the playbook fails saying why;
 - the future 0.5.24 (Triton 3.9.0) with the configs only in the serving venv: it would lose them (tuned for Triton
   3.6.0). With upgrade_retune=false it is refused and nothing is switched. By default the canary gpu1, its server
   stopped, retunes them with the engine against 0.5.24's python and installs them into 0.5.24's triton_3_9_0
@@ -15,8 +16,8 @@ A short workload (C=4, 3 runs of the serving release, 2-4 of the new one; the re
 server's capacity reaches, pruned space). Everything this module put on the hosts is
 removed at the end, and that is asserted. A check-mode run before them changes nothing.
 
-Last, `make demo-upgrade`'s path (scripts/demo-upgrade.sh: examples/demo-upgrade/before.yml, then upgrade.yml to only
-predict, then to upgrade, all with examples/demo-upgrade.yml): the real case as an upgrade, 0.5.10 (Triton 3.5.1)
+Last, `make demo-upgrade`'s path (scripts/demo-upgrade.sh: examples/demo-upgrade/before.yml, then upgrade.yml, both
+with examples/demo-upgrade.yml): the real case as an upgrade, 0.5.10 (Triton 3.5.1)
 serving its tuned configs from its fused_moe_triton/configs/triton_3_5_1, to 0.5.11 (Triton 3.6.0), which would run
 defaults; predicted before anything restarts, retuned on the canary, promoted.
 """
@@ -52,6 +53,15 @@ LATENCY = {"max_tpot_p99_increase_pct": 25, "max_ttft_p99_increase_pct": 200}
 # auto: the batch sizes the serving server's capacity reaches (its startup facts: 48 requests x 4 draft tokens, chunked
 # prefill 8192), as the MoE stage sizes them.
 RETUNE = {"batch_sizes": "auto", "search_space": "pruned"}
+# The run's SLO for the regression's goodput: p90 TPOT 1.2 ms of wall time (12 ms on the real GPUs: the emulator runs
+# at 10x). The serving release meets it at light load (its decode step at batch 1 gives ~0.8 ms, p90 ~0.95 with the
+# speculative acceptance's spread) and misses it from ~8 running requests on; 0.5.17's decode is 1.6x slower, so it
+# misses it at any rate. Long outputs keep the rates the client drives low (tens of req/s).
+SEARCH = {"knobs": {"max_running_requests": {"values": [48]}}, "budget": {"max_restarts": 1},
+          "slo": {"tpot_ms": {"target": 1.2, "percentile": 90}},
+          "workload": {"input_len": 256, "output_len": 300, "endpoint": "completions", "requests_per_level": 16,
+                       "warmup_requests": 2, "request_timeout_s": 60},
+          "rate": {"start_rps": 8, "resolution": 0.5, "repeats": 2, "max_probes": 6}}
 ANALYSIS = {"bench": {"concurrency_levels": [4], "requests_per_level": 16, "warmup_requests": 4, "input_len": 256,
                       "output_len": 48, "endpoint": "completions"}, "limits": LATENCY}
 
@@ -159,16 +169,26 @@ def test_a_release_that_serves_as_well_is_carried_measured_and_promoted_through_
 
 
 def test_a_release_that_regresses_is_rolled_back_on_the_canary_and_nothing_is_lost(upgrade, fleet, hosts):
+    """The run has an SLO (TPOT), so the canary also holds 0.5.17 to the serving release's goodput under it."""
     gpu1 = hosts[0]
     environment = {**ENVIRONMENT, "SGLANG_MOE_CONFIG_DIR": SHARED_DIR}
     write_tuned(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0")
     tuned = {name: digest(fleet, gpu1, f"{SHARED_DIR}/configs/triton_3_6_0/{name}") for name in (UP, DOWN)}
-    result, before, run_dir = upgrade("0.5.17", ["gpu1"], environment)
+    result, before, run_dir = upgrade("0.5.17", ["gpu1"], environment, tuning_run_search=SEARCH)
     assert result.status == "failed"
     assert "sglang 0.5.17 rolled back on the canary gpu1: throughput regressed at C=4" in result.stdout, \
         result.stdout[-6000:]
     canary = json.loads((run_dir / "upgrade" / "gpu1" / "canary.json").read_text())
     assert canary["promote"] is False and canary["comparison"]["regressed"] == [4]
+    goodput = canary["goodput"]
+    assert goodput["serving_rate_rps"] >= SEARCH["rate"]["start_rps"] and goodput["held"] is False, goodput
+    assert goodput["failed_runs"] == goodput["runs"] == SEARCH["rate"]["repeats"], goodput
+    assert any(reason.startswith("goodput under the SLO fell: the new release missed the SLO in 2 of 2 runs at ")
+               for reason in canary["reasons"]), canary["reasons"]
+    for name in ("old", "new"):
+        recorded = json.loads((run_dir / "upgrade" / "gpu1" / "canary" / name / "goodput.json").read_text())
+        assert recorded["phase"] == name and recorded["result"]["probes"], recorded
+    assert "## Goodput under the SLO" in (run_dir / "upgrade" / "gpu1" / "upgrade.md").read_text()
     assert canary["report"]["configs"]["kept"] == [UP, DOWN]  # the same Triton: nothing to carry or retune
     assert (run_dir / "upgrade" / "gpu1" / "upgrade.md").read_text().startswith(
         "# Upgrade canary: gpu1\n\n**Decision: roll back.**")
@@ -245,19 +265,14 @@ def test_the_real_case_as_an_upgrade_its_lost_configs_are_predicted_retuned_on_t
         serving = host_state(fleet, gpu1)
         assert "/opt/sglang/venvs/0.5.10/bin/python" in serving[0] and serving[2] == "active"
 
-        demo = {**demo, "tuning_run_root": str(tmp_path / "runs")}
-        only_predict = runner.run(UPGRADE, {**demo, "run_id": "demo-upgrade-prediction", "upgrade_canary_ab": False},
-                                  inventory=inventory)
-        assert only_predict.status == "successful", only_predict.stdout[-6000:]
-        predicted = json.loads((tmp_path / "runs" / "demo-upgrade-prediction" / "upgrade" / "gpu1" / "prediction.json")
-                               .read_text())
+        result = runner.run(UPGRADE, {**demo, "tuning_run_root": str(tmp_path / "runs"), "run_id": "demo-upgrade"},
+                            inventory=inventory)
+        assert result.status == "successful", result.stdout[-6000:]
+        # made before anything restarted, from the host as it served
+        predicted = json.loads((run_dir / "upgrade" / "gpu1" / "prediction_before.json").read_text())
         assert [(row["file_name"], row["verdict"], row["action"]) for row in predicted["moe"]] == [
             (UP, "lost", "retune"), (DOWN, "lost", "retune")], predicted["summary"]
         assert "triton_3_5_1" in predicted["moe"][0]["action_reason"], predicted["moe"][0]
-        assert host_state(fleet, gpu1) == serving, "the prediction restarted nothing"
-
-        result = runner.run(UPGRADE, {**demo, "run_id": "demo-upgrade"}, inventory=inventory)
-        assert result.status == "successful", result.stdout[-6000:]
         canary = json.loads((run_dir / "upgrade" / "gpu1" / "canary.json").read_text())
         assert canary["promote"] is True, canary["summary"]
         versions = canary["report"]["versions"]

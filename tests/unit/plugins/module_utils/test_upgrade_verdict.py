@@ -102,7 +102,47 @@ def test_bad_policy_fails_naming_the_field():
         upgrade_policy({"max_capacity_loss_pct": "ten"})
     with pytest.raises(AnsibleFilterError, match=r"upgrade_canary_policy.latency_limits: rollout analysis limits: unknown"):
         upgrade_policy({"latency_limits": {"p99": 3}})
+    with pytest.raises(AnsibleFilterError, match=r"upgrade_canary_policy.max_goodput_loss_pct: a number >= 0 and < 100"):
+        upgrade_policy({"max_goodput_loss_pct": -1})
     assert upgrade_policy(None)["max_capacity_loss_pct"] == 10.0
+
+
+SLO = {"ttft_ms": {"target": 300, "percentile": 90}}
+SERVING_GOODPUT = {"slo": SLO, "rate_rps": 8.0, "estimate_rps": 8.4, "goodput_rps": 7.9,
+                   "reason": "8 req/s met the SLO in all of 3 runs, below 8.8 req/s (the SLO failed there); within 5%"}
+
+
+def new_goodput(held: bool | None, failed: int = 0, reason: str | None = None) -> dict:
+    return {"slo": SLO, "rate_rps": 7.6, "max_loss_pct": 5.0, "held": held, "runs": 3, "failed_runs": failed,
+            "goodput_rps": 7.5 if held else 5.1, "reason": reason}
+
+
+def test_under_the_runs_slo_a_new_release_that_misses_the_serving_rate_less_the_loss_rolls_back():
+    """Throughput at the closed-loop levels holds, but the SLO's goodput fell (a longer TTFT tail, say)."""
+    missed = judge(measured(), measured(1.003), options=LOOSE,
+                   goodput={"old": SERVING_GOODPUT, "new": new_goodput(False, failed=2)})
+    assert missed["promote"] is False
+    assert missed["reasons"] == ["goodput under the SLO fell: the new release missed the SLO in 2 of 3 runs at 7.6 "
+                                 "req/s (the serving release's 8 less 5%)"]
+    assert missed["goodput"]["serving_rate_rps"] == 8.0 and missed["goodput"]["held"] is False
+    held = judge(measured(), measured(1.003), options=LOOSE, goodput={"old": SERVING_GOODPUT, "new": new_goodput(True)})
+    assert held["promote"] is True
+    assert "goodput under the SLO held: all 3 runs of the new release met the SLO at 7.6 req/s (the serving release's 8 less 5%)" in held["notes"]
+    markdown = report(held, PREDICTION, host="gpu1")["markdown"]
+    assert markdown.endswith("## Goodput under the SLO\n\n- SLO: p90 ttft_ms <= 300 ms\n- the serving release met it up "
+                             "to 8 req/s (estimate 8.4 req/s, goodput 7.9 req/s); the new release's goodput at its "
+                             "check: 7.5 req/s\n- goodput under the SLO held: all 3 runs of the new release met the "
+                             "SLO at 7.6 req/s (the serving release's 8 less 5%)\n"), markdown
+
+
+def test_goodput_that_could_not_be_compared_is_a_note_not_a_reason():
+    never = {"slo": SLO, "rate_rps": None, "estimate_rps": None, "goodput_rps": None, "reason": "no rate meets the SLO"}
+    verdict = judge(measured(), measured(), options=LOOSE, goodput={
+        "old": never, "new": new_goodput(None, reason="the serving release met the SLO at no rate its search tried")})
+    assert verdict["promote"] is True and verdict["goodput"]["held"] is None
+    assert ("goodput under the SLO not compared: the serving release met the SLO at no rate its search tried"
+            in verdict["notes"])
+    assert "- SLO: p90 ttft_ms <= 300 ms\n- goodput under the SLO not compared" in report(verdict, PREDICTION, host="gpu1")["markdown"]
 
 
 def test_the_report_shows_old_against_new():
@@ -122,7 +162,8 @@ def test_the_report_shows_old_against_new():
     assert markdown.startswith("# Upgrade canary: gpu1\n\n**Decision: roll back.** roll back: throughput regressed")
     assert "| sglang | 0.5.11 | 0.5.23 |" in markdown and f"- carried: {UP}" in markdown
     assert "| 32 | 1515.1 | 939.4 | -38.0% | regressed |" in markdown  # the comparison's table
-    assert result["policy"] == {"max_capacity_loss_pct": 10.0, "latency_limits": None}
+    assert result["policy"] == {"max_capacity_loss_pct": 10.0, "latency_limits": None, "max_goodput_loss_pct": 5.0}
+    assert record["goodput"] is None and "Goodput" not in markdown
     assert report(judge(measured(), measured(), options=LOOSE), PREDICTION, host="gpu1")["decision"] == "promote"
 
 
