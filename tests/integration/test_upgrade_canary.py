@@ -110,11 +110,17 @@ def digest(fleet, host, path: str) -> str:
     return hashlib.sha256(fleet.run(host, "cat", path).stdout.encode()).hexdigest()
 
 
-def test_check_mode_measures_switches_and_promotes_nothing(upgrade, fleet, hosts):
+def test_check_mode_measures_switches_and_promotes_nothing_and_a_bad_slo_changes_nothing(upgrade, fleet, hosts):
     result, before, _ = upgrade("0.5.23", HOSTS, check=True)
     assert result.status == "successful", result.stdout[-6000:]
     assert "check mode: the canary is not measured, so nothing is promoted" in result.stdout
     assert {h.name: host_state(fleet, h) for h in hosts} == before
+    assert fleet.run(hosts[0], "test", "-e", "/opt/sglang/venvs", check=False).returncode == 1
+    # the run's SLO the canary would measure goodput under is checked before anything is installed
+    result, before, _ = upgrade("0.5.23", ["gpu1"], tuning_run_search={**SEARCH, "slo": {"tpot": {"target": 1}}})
+    assert result.status == "failed"
+    assert "tuning_run_search.slo.tpot: unknown latency" in result.stdout, result.stdout[-6000:]
+    assert host_state(fleet, hosts[0]) == before["gpu1"]
     assert fleet.run(hosts[0], "test", "-e", "/opt/sglang/venvs", check=False).returncode == 1
 
 
