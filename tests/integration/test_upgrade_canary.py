@@ -24,6 +24,7 @@ defaults; predicted before anything restarts, retuned on the canary, promoted.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 
 import pytest
@@ -53,15 +54,15 @@ LATENCY = {"max_tpot_p99_increase_pct": 25, "max_ttft_p99_increase_pct": 200}
 # auto: the batch sizes the serving server's capacity reaches (its startup facts: 48 requests x 4 draft tokens, chunked
 # prefill 8192), as the MoE stage sizes them.
 RETUNE = {"batch_sizes": "auto", "search_space": "pruned"}
-# The run's SLO for the regression's goodput: p90 TPOT 1.2 ms of wall time (12 ms on the real GPUs: the emulator runs
-# at 10x). The serving release meets it at light load (its decode step at batch 1 gives ~0.8 ms, p90 ~0.95 with the
-# speculative acceptance's spread) and misses it from ~8 running requests on; 0.5.17's decode is 1.6x slower, so it
-# misses it at any rate. Long outputs keep the rates the client drives low (tens of req/s).
-SEARCH = {"knobs": {"max_running_requests": {"values": [48]}}, "budget": {"max_restarts": 1},
-          "slo": {"tpot_ms": {"target": 1.2, "percentile": 90}},
+# The run's SLO for the regression's goodput: p90 TPOT 1.1 ms of wall time (11 ms on the real GPUs: the emulator runs
+# at 10x). The serving release meets it at light load (p90 ~1.0 ms at 8 req/s of 16-request runs, the speculative
+# acceptance's spread included) and misses it from ~16-32 req/s on; 0.5.17's decode is 1.6x slower (~1.6 ms), so it
+# misses it at any rate. One run a probe and a coarse resolution keep it to a few probes.
+SEARCH = {"knobs": {"max_running_requests": {"values": [32, 48]}}, "budget": {"max_restarts": 1},
+          "slo": {"tpot_ms": {"target": 1.1, "percentile": 90}},
           "workload": {"input_len": 256, "output_len": 300, "endpoint": "completions", "requests_per_level": 16,
                        "warmup_requests": 2, "request_timeout_s": 60},
-          "rate": {"start_rps": 8, "resolution": 0.5, "repeats": 2, "max_probes": 6}}
+          "rate": {"start_rps": 16, "resolution": 0.5, "repeats": 1, "max_probes": 6}}
 ANALYSIS = {"bench": {"concurrency_levels": [4], "requests_per_level": 16, "warmup_requests": 4, "input_len": 256,
                       "output_len": 48, "endpoint": "completions"}, "limits": LATENCY}
 
@@ -85,13 +86,15 @@ def hosts(fleet):
 @pytest.fixture(name="upgrade")
 def upgrade_fixture(runner, fleet, hosts, tmp_path):
     """Serves the old release on the named hosts with ``environment``, then runs upgrade.yml on them."""
+    runs = itertools.count()
+
     def run(version: str, names: list[str], environment: dict | None = None, check: bool = False, **extravars):
         environment = environment or ENVIRONMENT
         deployed = runner.run(SERVER_DEPLOY, {"target": ",".join(names), "sglang_server_args": ARGS,
                                               "sglang_server_environment": environment, "sglang_python": SERVING_PYTHON,
                                               "sglang_server_ready_timeout": 300})
         assert deployed.status == "successful", deployed.stdout[-4000:]
-        inventory = write_demo_inventory(tmp_path / f"inventory-{version}", fleet.connection_vars(),
+        inventory = write_demo_inventory(tmp_path / f"inventory-{version}-{next(runs)}", fleet.connection_vars(),
                                          {h.name: {"ansible_host": h.address} for h in hosts if h.name in names})
         before = {h.name: host_state(fleet, h) for h in hosts if h.name in names}
         result = runner.run(UPGRADE, {"upgrade_version": version, "upgrade_wheelhouse": "/srv/wheelhouse",
@@ -117,7 +120,8 @@ def test_check_mode_measures_switches_and_promotes_nothing_and_a_bad_slo_changes
     assert {h.name: host_state(fleet, h) for h in hosts} == before
     assert fleet.run(hosts[0], "test", "-e", "/opt/sglang/venvs", check=False).returncode == 1
     # the run's SLO the canary would measure goodput under is checked before anything is installed
-    result, before, _ = upgrade("0.5.23", ["gpu1"], tuning_run_search={**SEARCH, "slo": {"tpot": {"target": 1}}})
+    result, before, _ = upgrade("0.5.23", ["gpu1"], run_id="upgrade-bad-slo",
+                                tuning_run_search={**SEARCH, "slo": {"tpot": {"target": 1}}})
     assert result.status == "failed"
     assert "tuning_run_search.slo.tpot: unknown latency" in result.stdout, result.stdout[-6000:]
     assert host_state(fleet, hosts[0]) == before["gpu1"]
@@ -187,9 +191,9 @@ def test_a_release_that_regresses_is_rolled_back_on_the_canary_and_nothing_is_lo
     canary = json.loads((run_dir / "upgrade" / "gpu1" / "canary.json").read_text())
     assert canary["promote"] is False and canary["comparison"]["regressed"] == [4]
     goodput = canary["goodput"]
-    assert goodput["serving_rate_rps"] >= SEARCH["rate"]["start_rps"] and goodput["held"] is False, goodput
+    assert goodput["serving_rate_rps"] > 0 and goodput["held"] is False, goodput
     assert goodput["failed_runs"] == goodput["runs"] == SEARCH["rate"]["repeats"], goodput
-    assert any(reason.startswith("goodput under the SLO fell: the new release missed the SLO in 2 of 2 runs at ")
+    assert any(reason.startswith("goodput under the SLO fell: the new release missed the SLO in 1 of 1 runs at ")
                for reason in canary["reasons"]), canary["reasons"]
     for name in ("old", "new"):
         recorded = json.loads((run_dir / "upgrade" / "gpu1" / "canary" / name / "goodput.json").read_text())
