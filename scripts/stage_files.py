@@ -85,6 +85,7 @@ def default_stages(stages: t.Sequence[t.Any]) -> list[str]:
 def workflow_text(stages: t.Sequence[t.Any], approvals: t.Mapping[str, str] | None = None) -> str:
     """The workflow's stages in order with an approval before every stage that stops the servers (followed by its
     name in quotes where ``approvals`` gives one, by stage)."""
+    stages = [s for s in stages if s.workflow]
     def approval(stage: t.Any) -> str:
         named = (approvals or {}).get(stage.name)
         return f'approval "{named}" -> ' if named else "approval -> "
@@ -159,8 +160,9 @@ def _approval(stage: t.Any, kept: dict | None) -> dict:
 
 
 def workflow_nodes(stages: t.Sequence[t.Any], approvals: t.Mapping[str, dict]) -> list[dict]:
-    """The workflow: the stages in order, each failure ending in the last stage (the report); an approval before a
-    stage that stops the servers, whose denial goes on with the node after that stage."""
+    """The workflow: its stages (the registry's ``workflow``) in order, each failure ending in the last stage (the
+    report); an approval before a stage that stops the servers, whose denial goes on with the node after that stage."""
+    stages = [s for s in stages if s.workflow]
     order: list[tuple[str, dict]] = []
     for stage in stages:
         if stage.stops_servers:

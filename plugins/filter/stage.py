@@ -67,8 +67,12 @@ _value:
     measurements:
       description:
         - The folder below C(<run>/<stage>/<host>/) holding one folder per measured candidate (C(trials) of the flags
-          stage, C(verify) of the search stage); V(null) when the host folder holds its one measurement, if any.
+          stage, C(verify) of the search stage, C(canary) of the upgrade); V(null) when the host folder holds its one
+          measurement, if any.
       type: str
+    workflow:
+      description: Whether it is a node of the AWX workflow (a tuning run's approved path); the upgrade is a job of its own.
+      type: bool
     adopted_from:
       description: The stages whose C(adopted.json) it starts from, the most recent first.
       type: list

@@ -16,13 +16,13 @@ options:
     description: The property.
     type: str
     required: true
-    choices: [routine, records, adopts, reads_adopted, guarded, stops_servers, selected_by_default, forceable]
+    choices: [routine, records, adopts, reads_adopted, guarded, stops_servers, selected_by_default, workflow, forceable]
   without:
     description:
       - A property the stages must not have, as in V(without=selected_by_default) for the routine's stages that run
         only when selected.
     type: str
-    choices: [routine, records, adopts, reads_adopted, guarded, stops_servers, selected_by_default, forceable]
+    choices: [routine, records, adopts, reads_adopted, guarded, stops_servers, selected_by_default, workflow, forceable]
 """
 
 EXAMPLES = r"""

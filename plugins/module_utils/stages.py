@@ -46,6 +46,9 @@ class Stage:
     # Where below <run>/<stage>/<host>/ it keeps one folder per measured candidate (the report lists them, the filter
     # llmops.sglang.run_path finds one by name); None: its host folder holds its one measurement, if any.
     measurements: str | None = None
+    # A node of the AWX workflow, a tuning run's approved path (extensions/awx/workflow.yml); every stage has a job
+    # template and a survey. The upgrade is not: it is a job of its own, between runs.
+    workflow: bool = True
 
     @property
     def playbook(self) -> str:
@@ -84,6 +87,10 @@ STAGES: tuple[Stage, ...] = (
           stops_servers=False),
     Stage("report", "Report", routine=True, records=False, adopts=False, reads_adopted=False, guarded=False,
           stops_servers=False),
+    # Not a tuning stage: it installs a new SGLang release and A/Bs it on a canary (its old and new release measured
+    # under canary/), run on its own (playbooks/upgrade.yml, docs/upgrade.md).
+    Stage("upgrade", "Upgrade", routine=False, records=False, adopts=False, reads_adopted=False, guarded=False,
+          stops_servers=False, measurements="canary", workflow=False),
 )
 
 

@@ -51,9 +51,8 @@ MEASURED_TRIAL = ("requested_args", "environment", "deploy", "startup_log", "fac
 # The folders of a stage's host folder besides its measurements: the flag trials, the search's trials and its
 # re-verified candidates (``verify/adopted``: the adopted configuration measured again as their reference).
 TRIALS, VERIFIED, REFERENCE = "trials", "verify", "adopted"
-# Stages of playbooks outside the routine that keep records in the run directory, with the folder of their measured
-# configurations, as the registry's ``measurements`` (playbooks/upgrade.yml: the canary's old and new release).
-OTHER_STAGES = {"upgrade": "canary"}
+# The upgrade's measured releases (``canary/old``, ``canary/new``), the registry's ``measurements`` of stage upgrade.
+CANARY = "canary"
 
 
 def record_name(name: str) -> str:
@@ -71,8 +70,7 @@ def path(run_dir: str | Path, stage: str | None = None, host: str | None = None,
     says the stage keeps them), and a record there (a key of RECORDS)."""
     place = Path(run_dir)
     if stage is not None:
-        if stage not in OTHER_STAGES:
-            stages.get(stage)
+        stages.get(stage)
         place = place / _part("stage", stage)
     if host is not None:
         place = place / _part("host", host)
@@ -89,7 +87,7 @@ def _part(what: str, name: str) -> str:
 
 
 def _measurements(stage: str | None) -> str:
-    folder = OTHER_STAGES[stage] if stage in OTHER_STAGES else stages.get(stage).measurements if stage is not None else None
+    folder = stages.get(stage).measurements if stage is not None else None
     if folder is None:
         raise ValueError(f"stage {stage} keeps its one measurement in its host folder, not one per candidate")
     return folder

@@ -100,9 +100,9 @@ def disagreements(root: Path, stages: t.Sequence[t.Any]) -> list[str]:
                                else f"must not ask for force (stage {stage.name} is not forceable)"))
     nodes = yaml.safe_load((awx / "workflow.yml").read_text())["llmops_awx_workflow"]["nodes"]
     path = _success_path(nodes)
-    if path != [s.awx_job_template for s in stages]:
-        problems.append(f"extensions/awx/workflow.yml: the success path runs {path}, the registry's stages are "
-                        f"{[s.awx_job_template for s in stages]}")
+    if path != [s.awx_job_template for s in stages if s.workflow]:
+        problems.append(f"extensions/awx/workflow.yml: the success path runs {path}, the registry's workflow stages "
+                        f"are {[s.awx_job_template for s in stages if s.workflow]}")
     for stage in stages:
         node = next((n for n in nodes if n.get("job_template") == stage.awx_job_template), None)
         if node is not None and stage.stops_servers and not _approved_by(nodes, node["identifier"]):

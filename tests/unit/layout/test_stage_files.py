@@ -143,7 +143,7 @@ def test_a_new_stage_is_its_playbook_its_python_and_one_registry_entry(tmp_path)
 def test_a_second_stage_that_stops_the_servers_gets_an_approval_made_from_the_registry():
     drain = stages.Stage("drain", "Draining", routine=True, records=True, adopts=False, reads_adopted=False,
                          guarded=True, stops_servers=True)
-    registry = (*stages.STAGES[:-2], drain, *stages.STAGES[-2:])  # before rollout and the report
+    registry = (*stages.STAGES[:-3], drain, *stages.STAGES[-3:])  # before rollout, the report and the upgrade
     kept = {"name": "Stop the servers for MoE tuning?", "description": "Worded by hand.", "timeout": 60}
     nodes = {node["identifier"]: node for node in workflow_nodes(registry, {"moe_tune": kept})}
     assert nodes["approve_moe_tune"] == {"identifier": "approve_moe_tune", "approval": kept,

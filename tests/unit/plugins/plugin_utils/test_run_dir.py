@@ -98,4 +98,4 @@ def test_a_skipped_trial_records_its_decision_and_clears_an_earlier_measurement(
 
 
 def test_every_stage_keeps_its_candidates_in_a_folder_the_layout_knows() -> None:
-    assert {stage.measurements for stage in stages.STAGES} == {None, run_dir.TRIALS, run_dir.VERIFIED}
+    assert {stage.measurements for stage in stages.STAGES} == {None, run_dir.TRIALS, run_dir.VERIFIED, run_dir.CANARY}
