@@ -86,6 +86,7 @@ def workflow_text(stages: t.Sequence[t.Any], approvals: t.Mapping[str, str] | No
     """The workflow's stages in order with an approval before every stage that stops the servers (followed by its
     name in quotes where ``approvals`` gives one, by stage)."""
     stages = [s for s in stages if s.workflow]
+
     def approval(stage: t.Any) -> str:
         named = (approvals or {}).get(stage.name)
         return f'approval "{named}" -> ' if named else "approval -> "

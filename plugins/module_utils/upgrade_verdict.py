@@ -21,6 +21,7 @@ Private to the llmops.sglang collection.
 """
 from __future__ import annotations
 
+import re
 import typing as t
 from pathlib import PurePosixPath
 
@@ -273,3 +274,52 @@ def retune_text(cost: dict) -> str:
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}"
+
+
+# A prediction's summary lines that say why it is not ready (sglang_upgrade_check: a config lost, a lookup error, a
+# server argument the new release refuses).
+_NOT_READY = re.compile(r": (lost|error): |^flag error: ")
+
+
+def promotion(host: str, *, canary: str, prediction: dict | None, retune_names: t.Sequence[str] = (),
+              canary_retuned: dict | None = None, gpu: str | None = None, canary_gpu: str | None = None,
+              measured: bool = True, promote: bool = True, check_mode: bool = False) -> dict:
+    """What the promotion (the rollout's batches, after the canary passed) does with ``host``: ``mismatches`` (why it
+    is left out; empty: it is switched) and ``moe_configs`` (the canary's retuned config files it gets, installed into
+    the new release's directory before its switch).
+
+    ``prediction`` is the host's (after its carry; None when none was made); ``retune_names`` the files it says need
+    retuning; ``canary_retuned`` the canary's moe_configs install of its retuned files (None or skipped: none).
+    The canary's files fit a host with the canary's GPU that needs exactly those files retuned, so such a host's
+    prediction, not ready for want of them, is ready with them (unless a flag or a lookup error stands)."""
+    retuned = _retuned_files(canary_retuned)
+    fits = bool(retuned) and host != canary and gpu == canary_gpu and sorted(retune_names) == sorted(retuned)
+    if check_mode:
+        why = "check mode: the canary is not measured, so nothing is promoted"
+    elif not measured:
+        why = "upgrade_canary_ab=false: no canary measured, so nothing is promoted"
+    elif not promote:
+        why = "upgrade_promote=false: the canary passed, the rest is left for a later run"
+    elif host == canary:
+        why = "the canary of this upgrade: switched and measured by its A/B"
+    elif prediction is None or not prediction.get("ready") and not (fits and _only_lost(prediction)):
+        findings = "; ".join(line for line in (prediction or {}).get("summary") or () if _NOT_READY.search(line))
+        misfit = (f"; the canary retuned {', '.join(retuned)} on {canary_gpu}, this host has {gpu} and needs "
+                  f"{', '.join(retune_names) or 'none'} retuned: retune it on its own canary") if retuned else ""
+        why = f"the prediction is not ready here: {findings or 'not made'}{misfit}"
+    else:
+        why = None
+    return {"mismatches": [why] if why else [], "moe_configs": retuned if fits else []}
+
+
+def _retuned_files(install: dict | None) -> list[str]:
+    """The file names the canary's retune installed (its moe_configs result), none when it did not run."""
+    if not install or install.get("skipped"):
+        return []
+    return [PurePosixPath(path).name for path in install.get("installed") or ()]
+
+
+def _only_lost(prediction: dict) -> bool:
+    """Whether what keeps ``prediction`` from being ready is only configs to retune: no refused flag, no lookup error."""
+    return not (prediction.get("flags") or {}).get("errors") and not any(
+        row.get("verdict") == "error" for row in prediction.get("moe") or ())

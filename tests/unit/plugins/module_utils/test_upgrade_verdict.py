@@ -217,3 +217,47 @@ def test_prediction_markdown_shows_the_first_prediction_before_what_the_release_
         < text.index("- up E=256.json: kept") and "\\n" not in text
     with pytest.raises(AnsibleFilterError, match="upgrade_prediction_markdown: before must be a dict, got list"):
         upgrade_prediction_markdown(after, host="gpu1", before=["x"])
+
+
+RTX = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
+RETUNED = {"changed": True, "installed": [f"/opt/sglang/venvs/0.5.24/c/triton_3_9_0/{UP}",
+                                          f"/opt/sglang/venvs/0.5.24/c/triton_3_9_0/{DOWN}"]}
+LOST = {**PREDICTION, "ready": False,
+        "moe": [{"kernel": "up", "file_name": UP, "verdict": "lost"}, {"kernel": "down", "file_name": DOWN, "verdict": "lost"}],
+        "summary": [f"up {UP}: lost: MISSES it", f"down {DOWN}: lost: MISSES it"]}
+
+
+def promoted(host: str = "gpu2", **changes):
+    from ansible_collections.llmops.sglang.plugins.filter.upgrade_promotion import upgrade_promotion
+    options = {"canary": "gpu1", "prediction": PREDICTION, "retune_names": [], "canary_retuned": None, "gpu": RTX,
+               "canary_gpu": RTX, **changes}
+    return upgrade_promotion(host, **options)
+
+
+def test_a_ready_host_is_promoted_and_the_canary_is_not_switched_again():
+    assert promoted() == {"mismatches": [], "moe_configs": []}
+    assert promoted("gpu1")["mismatches"] == ["the canary of this upgrade: switched and measured by its A/B"]
+
+
+@pytest.mark.parametrize("changes, why", [
+    ({"check_mode": True}, "check mode: the canary is not measured, so nothing is promoted"),
+    ({"measured": False}, "upgrade_canary_ab=false: no canary measured, so nothing is promoted"),
+    ({"promote": False}, "upgrade_promote=false: the canary passed, the rest is left for a later run"),
+    ({"prediction": {"skipped": True}}, "the prediction is not ready here: not made"),
+], ids=["check", "no canary", "no promote", "no prediction"])
+def test_nothing_is_promoted_without_a_measured_canary_or_a_prediction(changes, why):
+    assert promoted(**changes)["mismatches"] == [why]
+
+
+def test_a_host_that_needs_what_the_canary_retuned_on_its_gpu_gets_those_files():
+    fits = promoted(prediction=LOST, retune_names=[DOWN, UP], canary_retuned=RETUNED)
+    assert fits == {"mismatches": [], "moe_configs": [UP, DOWN]}
+    other_gpu = promoted(prediction=LOST, retune_names=[UP, DOWN], canary_retuned=RETUNED, gpu="NVIDIA H100 80GB HBM3")
+    assert other_gpu["moe_configs"] == [] and other_gpu["mismatches"] == [
+        f"the prediction is not ready here: up {UP}: lost: MISSES it; down {DOWN}: lost: MISSES it; the canary "
+        f"retuned {UP}, {DOWN} on {RTX}, this host has NVIDIA H100 80GB HBM3 and needs {UP}, {DOWN} retuned: "
+        "retune it on its own canary"]
+    refused = {**LOST, "flags": {"errors": ["--enable-foo"]}, "summary": [*LOST["summary"], "flag error: --enable-foo"]}
+    assert promoted(prediction=refused, retune_names=[UP, DOWN], canary_retuned=RETUNED)["mismatches"][0].startswith(
+        "the prediction is not ready here: ")
+    assert promoted(prediction=LOST, retune_names=[UP, DOWN], canary_retuned={"skipped": True})["moe_configs"] == []
