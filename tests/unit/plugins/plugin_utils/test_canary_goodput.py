@@ -6,18 +6,16 @@ probe recorded in the measurement's folder."""
 from __future__ import annotations
 
 import json
-import types
 
 import pytest
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmops.sglang.plugins.action.canary_goodput import ActionModule
 
 from ansible_collections.llmops.sglang.plugins.plugin_utils.canary_goodput import Goodput
-from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.plugin_utils.search_stage import SearchInputError
 from tests.unit.plugins.plugin_utils.test_search_stage import SEARCH, margin_sweep
+from tests.unit.plugins.action.controller import run_controller_action
 
 
 def measure(goodput: Goodput, cap: float, limited: bool = False) -> tuple[dict, int]:
@@ -89,11 +87,7 @@ def test_bad_inputs_name_the_field(tmp_path, kwargs, error, message):
 def run_action(monkeypatch, args: dict) -> dict:
     """The action's run with these arguments, the options it is not given at their documented defaults."""
     options = {"policy": {}, "reference": None, "sweep": None, **args}
-    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
-    monkeypatch.setattr(ControllerAction, "arguments", lambda self: options)
-    action = ActionModule.__new__(ActionModule)
-    action._task = types.SimpleNamespace(check_mode=False)
-    return action.run(None, {"inventory_hostname": "gpu1"})
+    return run_controller_action(monkeypatch, ActionModule, options)
 
 
 def test_the_action_names_the_search_input_that_is_wrong_and_says_how_many_probes_it_may_take(tmp_path, monkeypatch):

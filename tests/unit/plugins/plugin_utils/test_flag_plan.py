@@ -5,16 +5,14 @@ flag_trial.yml read and decided in Jinja before issue #41 item 4), and the actio
 from __future__ import annotations
 
 import json
-import types
 from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmops.sglang.plugins.action.flag_plan import ActionModule
-from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.plugin_utils.flag_plan import candidate_plan, preflight_findings, trial_records
+from tests.unit.plugins.action.controller import run_controller_action
 
 # What the preflight found on an SM120 host: the allreduce fusion cannot take effect there.
 FINDING = {"id": "allreduce-fusion-arch", "flag": "enable_flashinfer_allreduce_fusion", "failed_conditions": ["sm_in"],
@@ -53,11 +51,8 @@ def test_an_ineffective_candidate_is_skipped_with_its_records_and_a_measured_one
 def run_action(monkeypatch, args: dict, check_mode: bool = False) -> dict:
     """The action's run with these arguments, the options it is not given at their documented defaults."""
     options = {"stage": "flags", "skip_ineffective": True, "host": None, **args}
-    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
-    monkeypatch.setattr(ControllerAction, "arguments", lambda self: options)
-    action = ActionModule.__new__(ActionModule)
-    action._task = types.SimpleNamespace(check_mode=check_mode)
-    return action.run(None, {"inventory_hostname": "gpu1"})
+    return run_controller_action(monkeypatch, ActionModule, options, check_mode=check_mode,
+                                 task_vars={"inventory_hostname": "gpu1"})
 
 
 def test_the_action_records_a_skip_in_the_trial_folder_and_removes_an_earlier_measurement(tmp_path, monkeypatch):

@@ -6,18 +6,16 @@ Jinja decided before issue #41 item 4) and the action recording targets.json and
 from __future__ import annotations
 
 import json
-import types
 from pathlib import Path
 
 import pytest
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmops.sglang.plugins.action.moe_plan import ActionModule
-from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.filter.moe_cost_estimate import moe_cost_estimate
 from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_plan import (
     cluster_role, host_plan, same_targets, stage_estimate, stage_plan, targets_plan, tuner_arguments)
+from tests.unit.plugins.action.controller import run_controller_action
 
 REPO = Path(__file__).resolve().parents[4]
 QWEN = json.loads((REPO / "tests" / "fixtures" / "moe_configs" / "hf_configs" / "qwen3_5_moe_style_bf16.json").read_text())
@@ -98,11 +96,8 @@ def run_action(monkeypatch, args: dict, check_mode: bool = False) -> dict:
     options = {"step": "targets", "gpu_spec": None, "run_dir": str(run_dir), "adopted": ADOPTED, "settings": SETTINGS,
                "source_dir": None, "model_path": "/models/qwen", "host": None, "env": ENV, "gpus": GPUS, "plan": None,
                "plans": None, "up": None}
-    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
-    monkeypatch.setattr(ControllerAction, "arguments", lambda self: {**options, **args})
-    action = ActionModule.__new__(ActionModule)
-    action._task = types.SimpleNamespace(check_mode=check_mode)
-    return action.run(None, {"inventory_hostname": "gpu2"})
+    return run_controller_action(monkeypatch, ActionModule, {**options, **args}, check_mode=check_mode,
+                                 task_vars={"inventory_hostname": "gpu2"})
 
 
 def test_the_action_records_targets_json_once(tmp_path, monkeypatch):

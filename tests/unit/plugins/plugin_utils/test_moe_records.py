@@ -5,17 +5,15 @@ issue #41 item 4), and the action writing them into the stage's directory."""
 from __future__ import annotations
 
 import json
-import types
 
 import pytest
 from ansible.errors import AnsibleActionFail
-from ansible.plugins.action import ActionBase
 
 from ansible_collections.llmops.sglang.plugins.action.moe_records import ActionModule
 from ansible_collections.llmops.sglang.plugins.module_utils.moe_roofline import kernel_table_document
-from ansible_collections.llmops.sglang.plugins.plugin_utils.controller_action import ControllerAction
 from ansible_collections.llmops.sglang.plugins.plugin_utils.moe_records import (
     cluster_record, evidence_records, failure, planned, stage_details)
+from tests.unit.plugins.action.controller import run_controller_action
 
 # Qwen3.5-122B-A10B (tests/emulator/models) at TP=4 on an RTX PRO 6000 (1792 GB/s).
 SHAPE = {"num_experts": 256, "topk": 8, "hidden_size": 3072, "moe_intermediate_size": 1024, "dtype": "bfloat16",
@@ -91,11 +89,7 @@ def run_action(monkeypatch, args: dict, check_mode: bool = False) -> dict:
     argument_spec leaves it."""
     options = dict.fromkeys(("up", "down", "before", "after", "installed", "gpus", "env", "plan", "cluster",
                              "failed_task", "failed_result", "work_dir"))
-    monkeypatch.setattr(ActionBase, "run", lambda self, tmp=None, task_vars=None: {})
-    monkeypatch.setattr(ControllerAction, "arguments", lambda self: {**options, **args})
-    action = ActionModule.__new__(ActionModule)
-    action._task = types.SimpleNamespace(check_mode=check_mode)
-    return action.run(None, {})
+    return run_controller_action(monkeypatch, ActionModule, {**options, **args}, check_mode=check_mode)
 
 
 def test_the_action_writes_the_evidence_and_removes_a_stale_down_record(tmp_path, monkeypatch):
