@@ -97,24 +97,37 @@ class _EventRelay:
     """ansible-runner's event handler: keeps the events, hands progress events to ``on_event``.
 
     An exception in ``on_event`` cancels the run (the playbook is stopped) and is raised by ``run``
-    afterwards, instead of escaping into ansible-runner's output processing."""
+    afterwards, instead of escaping into ansible-runner's output processing. The ``finished`` event is held back
+    until ``finish``: callbacks print after the play recap too (ansible.posix.profile_tasks' timings are output
+    events after the stats event), and a caller may take ``finished`` as the last event it gets."""
 
     def __init__(self, on_event: OnEvent | None, cancel: threading.Event) -> None:
         self.on_event = on_event
         self.cancel = cancel
         self.events: list[dict] = []
         self.error: BaseException | None = None
+        self.finished: list[ProgressEvent] = []
 
     def __call__(self, event: dict) -> bool:
         self.events.append(event)
-        if self.on_event is not None and self.error is None:
-            try:
-                for progress in progress_events(event):
-                    self.on_event(progress)
-            except Exception as exc:  # pylint: disable=broad-exception-caught  # re-raised by run()
-                self.error = exc
-                self.cancel.set()
+        progress = progress_events(event)
+        self.finished += [p for p in progress if p.kind == "finished"]
+        self._deliver([p for p in progress if p.kind != "finished"])
         return True
+
+    def finish(self) -> None:
+        """Hands over the ``finished`` event, once ansible-playbook has ended."""
+        self._deliver(self.finished)
+
+    def _deliver(self, progress: list[ProgressEvent]) -> None:
+        if self.on_event is None or self.error is not None:
+            return
+        try:
+            for event in progress:
+                self.on_event(event)
+        except Exception as exc:  # pylint: disable=broad-exception-caught  # re-raised by run()
+            self.error = exc
+            self.cancel.set()
 
 
 def playbook_processes(private_data_dir: str) -> list[int]:
@@ -189,6 +202,7 @@ def run(playbook_or_stage: str | os.PathLike, inventory: str | os.PathLike,
             cmdline=playbook_cmdline(check, diff), verbosity=verbosity or None, project_dir=os.getcwd(),
             envvars=runner_env(collection), quiet=True, event_handler=relay, cancel_callback=stopper,
             settings={"pexpect_timeout": POLL_SECONDS})
+    relay.finish()
     if relay.error is not None:
         raise relay.error
     return _result("timeout" if stopper.timed_out else runner.status, runner.rc, playbook, relay.events, run_id)

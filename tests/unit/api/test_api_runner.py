@@ -73,6 +73,19 @@ def test_a_run_returns_status_stats_artifacts_run_dir_and_progress(tmp_path):
     assert events[-1].kind == "finished"
 
 
+def test_finished_comes_last_though_a_callback_prints_after_the_recap(tmp_path, monkeypatch):
+    """ansible.posix.profile_tasks prints its task timings after the play recap (output events after the stats
+    event); ``finished`` still ends the events."""
+    monkeypatch.setenv("ANSIBLE_CALLBACKS_ENABLED", "ansible.posix.profile_tasks")
+    events: list[ProgressEvent] = []
+    result = api.run(PLAYBOOK, INVENTORY, local_vars(tmp_path), on_event=events.append)
+    assert result.succeeded
+    stats = next(i for i, e in enumerate(result.events) if e["event"] == "playbook_on_stats")
+    assert any(e["event"] == "verbose" and "Say something" in e.get("stdout", "") for e in result.events[stats:])
+    assert any(e.kind == "progress" and "Say something" in e.message for e in events)
+    assert [e.kind for e in events].count("finished") == 1 and events[-1].kind == "finished"
+
+
 def test_tags_select_tasks_and_the_result_keeps_the_events_and_the_output(tmp_path):
     result = api.run(PLAYBOOK, INVENTORY, local_vars(tmp_path), tags=["speak"])
     assert result.succeeded and result.hosts["api-test-host"].ok == 1
