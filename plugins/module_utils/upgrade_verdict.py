@@ -281,6 +281,26 @@ def _ms(value: float | None) -> str:
 _NOT_READY = re.compile(r": (lost|error): |^flag error: ")
 
 
+def retune_plan(host: str, *, canary: str, prediction: dict | None, retune: bool = True, measured: bool = True,
+                carry: bool = True, check_mode: bool = False) -> dict:
+    """Whether ``host`` retunes before its switch (docs/upgrade.md, "Retune on the canary"), and what.
+
+    ``names``: the config files ``prediction`` lists under retune (every host: the promotion matches them against the
+    canary's); ``retune``: true on the canary only, when it is measured (``measured``: upgrade_canary_ab and not check
+    mode), ``retune`` is on, the prediction lists files and has no refused flag or lookup error (a retune cannot
+    fix those), and what it would carry is carried (a retune beside a skipped carry would serve a half-upgraded
+    directory); ``down``: the down kernel is among them (it is tuned with the tuned up configs);
+    ``expected``: the file name the tuner must write for each kernel, as the prediction names it."""
+    prediction = prediction or {}
+    names = [row["file_name"] for row in prediction.get("retune") or ()]
+    expected = {row["kernel"]: row["file_name"] for row in prediction.get("moe") or ()}
+    retunes = (retune and measured and not check_mode and host == canary and bool(names) and _only_lost(prediction)
+               and (carry or not prediction.get("carry")))
+    return {"retune": retunes, "names": names,
+            "down": any(row.get("kernel") == "down" for row in prediction.get("retune") or ()),
+            "expected": {"up": expected.get("up"), "down": expected.get("down")}}
+
+
 def promotion(host: str, *, canary: str, prediction: dict | None, retune_names: t.Sequence[str] = (),
               canary_retuned: dict | None = None, gpu: str | None = None, canary_gpu: str | None = None,
               measured: bool = True, promote: bool = True, check_mode: bool = False) -> dict:

@@ -20,7 +20,8 @@ UPGRADE = REPO / "playbooks" / "upgrade.yml"
 ROLE = REPO / "roles" / "upgrade"
 INPUT_PLAYS = ("Upgrade - install", "Upgrade - canary A/B")
 # Each play's variables for each host, as ansible-playbook would template them (argv: playbook, inventory,
-# collections dir, comma-separated names).
+# collections dir, comma-separated names, and optionally a task's name: the variables that task sees, its blocks' and
+# imported role's included).
 PLAY_VARS = """
 import json, sys
 from ansible.plugins.loader import init_plugin_loader
@@ -28,15 +29,26 @@ init_plugin_loader([sys.argv[3]])
 from ansible.inventory.manager import InventoryManager
 from ansible.parsing.dataloader import DataLoader
 from ansible.playbook import Playbook
+from ansible.playbook.block import Block
 from ansible.template import Templar
 from ansible.vars.manager import VariableManager
 loader = DataLoader()
 inventory = InventoryManager(loader=loader, sources=[sys.argv[2]])
 variables = VariableManager(loader=loader, inventory=inventory)
+def tasks(blocks):
+    for item in blocks:
+        if isinstance(item, Block):
+            yield from tasks(item.block + item.rescue + item.always)
+        else:
+            yield item
 found = {}
 for play in Playbook.load(sys.argv[1], variable_manager=variables, loader=loader).get_plays():
+    named = sys.argv[5] if len(sys.argv) > 5 else None
+    task = next((t for t in tasks(play.compile()) if t.name == named), None) if named else None
+    if named and task is None:
+        continue
     for host in inventory.get_hosts(play.hosts):
-        known = variables.get_vars(play=play, host=host)
+        known = variables.get_vars(play=play, host=host, task=task)
         templar = Templar(loader=loader, variables=known)
         found.setdefault(play.get_name(), {})[host.name] = {
             name: templar.template(known[name]) for name in sys.argv[4].split(",") if name in known}
@@ -61,13 +73,14 @@ def _inventory(tmp_path: Path, hosts: dict, group_vars: dict, host_vars: dict) -
     return directory
 
 
-def _play_vars(tmp_path: Path, inventory: Path, names: list[str]) -> dict:
-    """play name prefix -> host -> {name: value} for the plays that take the upgrade's inputs."""
+def _play_vars(tmp_path: Path, inventory: Path, names: list[str], task: str | None = None) -> dict:
+    """play name prefix -> host -> {name: value} for the plays that take the upgrade's inputs (with ``task``, the
+    variables that task sees, in the plays that have it)."""
     result = subprocess.run([sys.executable, "-c", PLAY_VARS, str(UPGRADE), str(inventory), str(REPO / "collections"),
-                             ",".join(names)], cwd=REPO, env=_env(tmp_path), capture_output=True, text=True,
-                            timeout=120, check=True)
+                             ",".join(names), *([task] if task else [])], cwd=REPO, env=_env(tmp_path),
+                            capture_output=True, text=True, timeout=120, check=True)
     plays = json.loads(result.stdout)
-    return {prefix: next(hosts for name, hosts in plays.items() if name.startswith(prefix)) for prefix in INPUT_PLAYS}
+    return {prefix: hosts for prefix in INPUT_PLAYS for name, hosts in plays.items() if name.startswith(prefix)}
 
 
 def _defaults() -> dict:

@@ -10,6 +10,7 @@ from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter.moe_cost_estimate import moe_cost_estimate
 from ansible_collections.llmops.sglang.plugins.filter.upgrade_policy import upgrade_policy
+from ansible_collections.llmops.sglang.plugins.filter.upgrade_retune_plan import upgrade_retune_plan
 from ansible_collections.llmops.sglang.plugins.filter.upgrade_verdict import upgrade_verdict
 from ansible_collections.llmops.sglang.plugins.module_utils.upgrade_verdict import judge, report, retune_summary
 from tests.unit.plugins.module_utils.test_sweep_stats import LOW_NOISE, REAL_BASELINE, sweep
@@ -261,3 +262,41 @@ def test_a_host_that_needs_what_the_canary_retuned_on_its_gpu_gets_those_files()
     assert promoted(prediction=refused, retune_names=[UP, DOWN], canary_retuned=RETUNED)["mismatches"][0].startswith(
         "the prediction is not ready here: ")
     assert promoted(prediction=LOST, retune_names=[UP, DOWN], canary_retuned={"skipped": True})["moe_configs"] == []
+
+
+def retune_plan(host: str = "gpu1", **changes):
+    options = {"canary": "gpu1", "prediction": {**LOST, "retune": [{"kernel": "up", "file_name": UP},
+                                                                    {"kernel": "down", "file_name": DOWN}]}, **changes}
+    return upgrade_retune_plan(host, **options)
+
+
+def test_the_canary_retunes_what_its_prediction_lists_and_names_each_kernels_file():
+    assert retune_plan() == {"retune": True, "names": [UP, DOWN], "down": True, "expected": {"up": UP, "down": DOWN}}
+    only_up = retune_plan(prediction={**LOST, "retune": [{"kernel": "up", "file_name": UP}]})
+    assert only_up["retune"] and only_up["names"] == [UP] and not only_up["down"]
+
+
+@pytest.mark.parametrize("host, changes", [
+    ("gpu2", {}),
+    ("gpu1", {"retune": "false"}),
+    ("gpu1", {"measured": False}),
+    ("gpu1", {"check_mode": True}),
+    ("gpu1", {"prediction": {**LOST, "retune": []}}),
+    ("gpu1", {"prediction": {**LOST, "retune": [{"kernel": "up", "file_name": UP}],
+                             "flags": {"errors": ["--enable-foo: unrecognized"]}}}),
+    ("gpu1", {"prediction": {**LOST, "retune": [{"kernel": "up", "file_name": UP}],
+                             "moe": [{"kernel": "up", "file_name": UP, "verdict": "error"}]}}),
+    ("gpu1", {"carry": False, "prediction": {**LOST, "retune": [{"kernel": "up", "file_name": UP}],
+                                             "carry": [{"name": DOWN}]}}),
+], ids=["not the canary", "upgrade_retune false", "no A/B", "check mode", "nothing to retune", "a refused flag",
+        "a lookup error", "a skipped carry"])
+def test_no_retune_off_the_canary_without_its_ab_or_when_a_retune_cannot_make_it_ready(host, changes):
+    assert retune_plan(host, **changes)["retune"] is False
+
+
+def test_a_prediction_not_made_retunes_nothing_and_a_wrong_one_is_named():
+    assert retune_plan(prediction={"skipped": True}) == {"retune": False, "names": [], "down": False,
+                                                         "expected": {"up": None, "down": None}}
+    assert retune_plan(prediction=None)["names"] == []
+    with pytest.raises(AnsibleFilterError, match="upgrade_retune_plan: prediction must be a dict or null, got list"):
+        retune_plan(prediction=[])
