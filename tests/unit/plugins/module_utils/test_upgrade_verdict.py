@@ -264,10 +264,11 @@ def test_a_host_that_needs_what_the_canary_retuned_on_its_gpu_gets_those_files()
     assert promoted(prediction=LOST, retune_names=[UP, DOWN], canary_retuned={"skipped": True})["moe_configs"] == []
 
 
+RETUNE_BOTH = {**LOST, "retune": [{"kernel": "up", "file_name": UP}, {"kernel": "down", "file_name": DOWN}]}
+
+
 def retune_plan(host: str = "gpu1", **changes):
-    options = {"canary": "gpu1", "prediction": {**LOST, "retune": [{"kernel": "up", "file_name": UP},
-                                                                    {"kernel": "down", "file_name": DOWN}]}, **changes}
-    return upgrade_retune_plan(host, **options)
+    return upgrade_retune_plan(host, **{"canary": "gpu1", "prediction": RETUNE_BOTH, **changes})
 
 
 def test_the_canary_retunes_what_its_prediction_lists_and_names_each_kernels_file():
