@@ -1,81 +1,53 @@
 #!/usr/bin/env bash
-# `make test`: every gate and every test, in two phases, so that CI's 2 cores are busy in the first and the
-# measurements have the machine to themselves in the second.
-#   1. at once: the integration modules that do not measure throughput, in two lanes (the modules split by the time
-#      each takes: tests/integration/conftest.py, MODULE_SECONDS), each lane with a sandbox fleet of its own (its
-#      bridge, subnet, state directory and name prefix: tests/sandbox/fleet.py's LLMOPS_SANDBOX_* variables); beside
-#      them, at lower priorities, the quality gates (scripts/lint.sh) and, one after another, the unit and conformance
-#      tests on Python 3.11 and the unit tests and sanity on 3.13 with the highest supported ansible-core
-#      (scripts/unit-py313.sh). The lanes wait on sandbox hosts most of the time (all of them in one lane took 22 min
-#      on under half a core), the gates are busy processes (24 min of one core in a row), so the gates' two streams
-#      take the rest of the 2 cores: this phase took 24 min with one lane beside the gates one after another.
-#   2. when all of those have ended: the integration modules marked `measuring` (their assertions rest on measured
-#      throughput: verdicts, curves, the search's optimum), alone, so no other load can tip a verdict (22 min).
-# Each part writes its log under .cache/logs (the measuring modules' to the terminal); the logs are printed, in order,
-# once all have ended, and the exit code is non-zero if anything failed. Where the integration tests cannot run (not
-# root, no namespaces) it fails at once, before any gate starts, unless LLMOPS_SKIP_INTEGRATION=1 skips them on
-# purpose (scripts/integration.sh); the run's last line then says they were not run.
+# `make test`: the integration tests (tests/integration, Python 3.11) in the foreground, and beside them, one after
+# another on the other core, the quality gates (scripts/lint.sh), the unit and conformance tests on Python 3.11 and
+# the unit tests and sanity on 3.13 with the highest supported ansible-core (scripts/unit-py313.sh). The integration tests wait on sandbox hosts much of the time
+# (~35 min alone); the gates are each one busy process (~16 min in a row alone, ~20 beside them), so on CI's 2 cores
+# they run in the integration tests' idle time instead of before them: a clean clone's `make test` took 33 min
+# (the integration tests 31 of them) where the gates followed by every test on 3.11 took 48. The integration
+# modules that assert on measured throughput run last (marker `measuring`, tests/integration/conftest.py), after
+# the gates have ended, so the gates' load cannot tip a verdict. Each background gate
+# writes its own log under .cache/logs; the logs are printed, in order, once all have ended, and the exit code is
+# non-zero if anything failed. Where the integration tests cannot run (not root, no namespaces) it fails at once,
+# before any gate starts, unless LLMOPS_SKIP_INTEGRATION=1 skips them on purpose (scripts/integration.sh); the
+# run's last line then says they were not run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/integration.sh --check || exit 1
 logs=.cache/logs
 mkdir -p "$logs"
-rm -f "$logs"/*.failed
 gates=(lint unit-py311 unit-py313)
-lanes=(1 2)
-# At lower priorities: the lanes wait on timeouts of their own; the unit tests (17 min of one core, one after
-# another) are the longer path of the gates, lint (7 min) has the most time to spare.
+# At a lower priority: the integration tests are the longer path and wait on timeouts of their own, the gates have
+# time to spare.
 run_gate() {
     case $1 in
         unit-py311) nice -n 10 bash scripts/pytest.sh tests/unit tests/conformance ;;
-        unit-py313) nice -n 10 bash scripts/unit-py313.sh ;;
-        lint) nice -n 15 bash scripts/lint.sh ;;
+        *) nice -n 10 bash "scripts/$1.sh" ;;
     esac
 }
-# A part's exit status as a file, for the summary once everything has ended.
-run_part() {
-    local name=$1
-    shift
-    "$@" >"$logs/$name.log" 2>&1 || touch "$logs/$name.failed"
-}
-# Lane 1 is the sandbox's default fleet; lane N > 1 has its own name prefix, bridge, subnet and state directory.
-run_lane() {
-    local lane=$1 env=()
-    ((lane > 1)) && env=(LLMOPS_SANDBOX_FLEET="l$lane" LLMOPS_SANDBOX_BRIDGE="llmops-br$lane"
-                         LLMOPS_SANDBOX_SUBNET="10.213.$lane" LLMOPS_SANDBOX_STATE_DIR="$PWD/.sandbox-lane$lane")
-    env "${env[@]}" bash scripts/integration.sh -m "not measuring" --lane "$lane/${#lanes[@]}" \
-        --basetemp=".cache/pytest-integration-$lane"
-}
-# The emulator's payload once, before the lanes' fleets boot: each fleet would build it into the same directory.
-if [[ ${LLMOPS_SKIP_INTEGRATION:-} != 1 ]]; then
-    "${VENV:-.venv}"/bin/python -c "from tests.sandbox.emulator_payload import build_emulator; build_emulator()" \
-        || exit 1
-fi
-# Each part in a process group of its own (job control on), so that an interrupt stops every process of it.
+rm -f "$logs/failed"
+# In a process group of its own (job control on for this one job), so that an interrupt stops every process of it.
 set -m
-pids=()
-run_part lint run_gate lint &
-pids+=($!)
-# One after another: both run scripts/ee.sh (tests/unit/awx), which rebuilds dist/ and context/.
-(for gate in unit-py311 unit-py313; do run_part "$gate" run_gate "$gate"; done) &
-pids+=($!)
-for lane in "${lanes[@]}"; do
-    run_part "integration-lane$lane" run_lane "$lane" &
-    pids+=($!)
-done
+(
+    failed=()
+    for gate in "${gates[@]}"; do
+        run_gate "$gate" >"$logs/$gate.log" 2>&1 || failed+=("$gate")
+    done
+    printf '%s\n' "${failed[@]}" >"$logs/failed"
+) &
+background=$!
 set +m
-trap 'for pid in "${pids[@]}"; do kill -- -"$pid" 2>/dev/null; done; exit 130' INT TERM
-wait "${pids[@]}"
-# Its own pytest base directory: pytest empties the one it is given.
-bash scripts/integration.sh -m measuring --basetemp=.cache/pytest-integration
-measuring=$?
-failed=()
-for part in "${lanes[@]/#/integration-lane}" "${gates[@]}"; do
-    echo "=== $part ($logs/$part.log)"
-    cat "$logs/$part.log"
-    [[ -e $logs/$part.failed ]] && failed+=("$part")
+trap 'kill -- -"$background" 2>/dev/null; exit 130' INT TERM
+# Its own pytest base directory: pytest empties the one it is given, and the gates use the default one meanwhile.
+bash scripts/integration.sh --basetemp=.cache/pytest-integration
+integration=$?
+wait "$background"
+for gate in "${gates[@]}"; do
+    echo "=== $gate ($logs/$gate.log)"
+    cat "$logs/$gate.log"
 done
-((measuring == 0)) || failed+=(integration-measuring)
+mapfile -t failed < <(grep . "$logs/failed" 2>/dev/null)
+((integration == 0)) || failed+=(integration)
 if ((${#failed[@]})); then
     echo "failed: ${failed[*]} (see $logs/)" >&2
     exit 1
