@@ -46,15 +46,17 @@ options:
 """
 
 EXAMPLES = r"""
-- name: Retune on the canary
-  ansible.builtin.include_role:
-    name: llmops.sglang.upgrade
-    tasks_from: retune.yml
-  when: upgrade_retune_plan.retune
-  vars:
+- name: Decide whether this host retunes before its switch, and which files
+  ansible.builtin.set_fact:
     upgrade_retune_plan: >-
       {{ inventory_hostname | llmops.sglang.upgrade_retune_plan(canary=upgrade_canary_host, prediction=upgrade_prediction,
          retune=upgrade_retune, measured=upgrade_canary_ab, carry=upgrade_carry, check_mode=ansible_check_mode) }}
+
+- name: Retune on the canary
+  ansible.builtin.import_role:
+    name: llmops.sglang.upgrade
+    tasks_from: retune.yml
+  when: upgrade_retune_plan.retune
 """
 
 RETURN = r"""
