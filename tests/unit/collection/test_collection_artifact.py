@@ -134,7 +134,7 @@ def test_ansible_doc_lists_internal_actions_and_entry_points_as_internal(artifac
     entry_points = {(role.removeprefix("llmops.sglang."), entry): text
                     for role, doc in listed("-t", "role", "-l").items() for entry, text in doc["entry_points"].items()}
     assert {key for key, text in entry_points.items() if text.startswith("Internal - ")} == {
-        ("tuning_run", entry) for entry in INTERNAL_ENTRY_POINTS} | {("upgrade", "goodput")}
+        ("tuning_run", entry) for entry in INTERNAL_ENTRY_POINTS} | {("upgrade", "goodput"), ("upgrade", "retune")}
     docs = json.loads(_run("ansible-doc", "--json", *(f"llmops.sglang.{name}" for name in sorted(INTERNAL_MODULES)),
                            cwd=artifact["tmp"], home=artifact["tmp"],
                            ANSIBLE_COLLECTIONS_PATH=str(artifact["installed"])).stdout)
