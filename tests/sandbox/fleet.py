@@ -402,7 +402,7 @@ class Fleet:
             found += [f"cgroup {p}" for p in root.glob(self._cgroup_glob)]
         state_dir = str(self.config.state_dir)
         for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            # root and mount point, each within this fleet's state dir (not another fleet's .sandbox-lane2 beside it)
+            # root and mount point, each within this fleet's state dir (not another fleet's beside it: .sandbox-lifecycle)
             if any(path == state_dir or path.startswith(f"{state_dir}/") for path in line.split()[3:5]):
                 found.append(f"mount {line.split()[4]}")
         for proc in Path("/proc").glob("[0-9]*"):
