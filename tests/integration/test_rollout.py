@@ -27,10 +27,10 @@ ADOPTED_ARGS = {**PREVIOUS_ARGS, "enable_fused_moe_sum_all_reduce": True}
 # no_cuda_graph_decode_factor, as a real server without CUDA graphs).
 SLOW_ARGS = {"disable_cuda_graph": True}
 PORT = 30000
-# A short analysis: 160 requests at C=4 (~3 s). p99 TPOT may rise 25 % (gpu2's slower decode, +37-42 %, does not pass; the canary's
-# unchanged decode does, with room for this loaded machine's noise); TTFT is not what this test varies. With 24
-# requests the p99 was one request's: a clean clone's run (2026-12-07) measured gpu2 +20.8 % (one slow request before
-# its change), another the unchanged gpu1 +17.6 %.
+# A short analysis: 160 requests at C=4 (~3 s). p99 TPOT may rise 25 %: gpu2's slower decode (+37-42 %) does not
+# pass, the canary's unchanged decode does, with room for this loaded machine's noise; TTFT is not what this test
+# varies. With 24 requests the p99 was one request's: a clean clone's run (2026-12-07) measured gpu2 +20.8 % (one slow
+# request before its change), another the unchanged gpu1 +17.6 %.
 ANALYSIS = {"bench": {"concurrency_levels": [4], "requests_per_level": 160, "warmup_requests": 8, "input_len": 256,
                       "output_len": 48, "endpoint": "completions"},
             "limits": {"max_tpot_p99_increase_pct": 25, "max_ttft_p99_increase_pct": 200}}
