@@ -74,7 +74,7 @@ from typing import Any
 
 from ansible.errors import AnsibleFilterError
 
-from ansible_collections.llmops.sglang.plugins.module_utils.upgrade_verdict import promotion
+from ansible_collections.llmops.sglang.plugins.module_utils.upgrade_verdict import made_prediction, promotion
 
 
 def upgrade_promotion(host: Any, canary: str = "", prediction: Any = None, retune_names: Any = None,
@@ -83,8 +83,7 @@ def upgrade_promotion(host: Any, canary: str = "", prediction: Any = None, retun
     for name, value in (("prediction", prediction), ("canary_retuned", canary_retuned)):
         if value is not None and not isinstance(value, Mapping):
             raise AnsibleFilterError(f"upgrade_promotion: {name} must be a dict or null, got {type(value).__name__}")
-    skipped = isinstance(prediction, Mapping) and prediction.get("skipped")
-    return promotion(str(host), canary=str(canary), prediction=None if skipped else dict(prediction or {}) or None,
+    return promotion(str(host), canary=str(canary), prediction=made_prediction(prediction),
                      retune_names=list(retune_names or []), canary_retuned=dict(canary_retuned or {}),
                      gpu=gpu, canary_gpu=canary_gpu, measured=bool(measured), promote=bool(promote),
                      check_mode=bool(check_mode))

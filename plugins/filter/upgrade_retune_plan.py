@@ -72,15 +72,14 @@ from typing import Any
 from ansible.errors import AnsibleFilterError
 from ansible.module_utils.parsing.convert_bool import boolean
 
-from ansible_collections.llmops.sglang.plugins.module_utils.upgrade_verdict import retune_plan
+from ansible_collections.llmops.sglang.plugins.module_utils.upgrade_verdict import made_prediction, retune_plan
 
 
 def upgrade_retune_plan(host: Any, canary: str = "", prediction: Any = None, retune: Any = True, measured: Any = True,
                         carry: Any = True, check_mode: Any = False) -> dict:
     if prediction is not None and not isinstance(prediction, Mapping):
         raise AnsibleFilterError(f"upgrade_retune_plan: prediction must be a dict or null, got {type(prediction).__name__}")
-    skipped = isinstance(prediction, Mapping) and prediction.get("skipped")
-    return retune_plan(str(host), canary=str(canary), prediction=None if skipped else dict(prediction or {}),
+    return retune_plan(str(host), canary=str(canary), prediction=made_prediction(prediction),
                        retune=boolean(retune), measured=boolean(measured), carry=boolean(carry),
                        check_mode=boolean(check_mode))
 

@@ -292,13 +292,18 @@ def retune_plan(host: str, *, canary: str, prediction: dict | None, retune: bool
     directory); ``down``: the down kernel is among them (it is tuned with the tuned up configs);
     ``expected``: the file name the tuner must write for each kernel, as the prediction names it."""
     prediction = prediction or {}
-    names = [row["file_name"] for row in prediction.get("retune") or ()]
+    rows = prediction.get("retune") or ()
     expected = {row["kernel"]: row["file_name"] for row in prediction.get("moe") or ()}
-    retunes = (retune and measured and not check_mode and host == canary and bool(names) and _only_lost(prediction)
+    retunes = (retune and measured and not check_mode and host == canary and bool(rows) and _only_lost(prediction)
                and (carry or not prediction.get("carry")))
-    return {"retune": retunes, "names": names,
-            "down": any(row.get("kernel") == "down" for row in prediction.get("retune") or ()),
+    return {"retune": retunes, "names": [row["file_name"] for row in rows],
+            "down": any(row.get("kernel") == "down" for row in rows),
             "expected": {"up": expected.get("up"), "down": expected.get("down")}}
+
+
+def made_prediction(prediction: t.Mapping | None) -> dict | None:
+    """A prediction as a filter gets it: None where none was made (null, or the skipped prediction task's result)."""
+    return None if not prediction or prediction.get("skipped") else dict(prediction)
 
 
 def promotion(host: str, *, canary: str, prediction: dict | None, retune_names: t.Sequence[str] = (),
