@@ -110,6 +110,8 @@ class _EventRelay:
 
     def __call__(self, event: dict) -> bool:
         self.events.append(event)
+        if self.on_event is None:  # nobody to tell: no progress events to make
+            return True
         progress = progress_events(event)
         self.finished += [p for p in progress if p.kind == "finished"]
         self._deliver([p for p in progress if p.kind != "finished"])
