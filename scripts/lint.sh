@@ -10,10 +10,12 @@ venv_bin=$root/.venv/bin
 export PATH=$venv_bin:$PATH
 
 # 1. The artifact, as `ansible-galaxy collection build` makes it for Galaxy (galaxy.yml build_ignore decides what
-#    it holds; tests/unit/collection checks that).
-rm -rf dist && mkdir -p dist
-ansible-galaxy collection build --output-path dist >/dev/null
-tarball=$(echo dist/llmops-sglang-*.tar.gz)
+#    it holds; tests/unit/collection checks that), in a directory of its own: `make test` runs the unit tests beside
+#    this, and their EE test rebuilds dist/ (scripts/ee.sh).
+dist=.cache/lint-dist
+rm -rf "$dist" && mkdir -p "$dist"
+ansible-galaxy collection build --output-path "$dist" >/dev/null
+tarball=$(echo "$dist"/llmops-sglang-*.tar.gz)
 echo "lint: built $tarball ($(du -k "$tarball" | cut -f1) KiB)"
 
 # 2-3. ansible-test sanity on that artifact installed, nothing excluded: a full run on Python 3.11, compile and import

@@ -30,6 +30,10 @@ core=$(python -c 'from ansible.release import __version__; print(__version__)')
 # ensurepip + PyPI, under the name of the pip version this ansible-test asks for (24.2 for 2.19, 25.2 for 2.21).
 home=$root/.cache/ansible-test-home
 mkdir -p "$home/.ansible/test/cache"
+# One sanity run at a time uses that home (its venvs, its get-pip): `make test` runs lint.sh's beside the unit tests
+# whose unit-py313.sh runs another.
+exec 9>"$home.lock"
+flock 9
 pip_version=$(python -c 'from types import SimpleNamespace
 from ansible_test._internal.python_requirements import get_venv_packages
 print(get_venv_packages(SimpleNamespace(version=None))["pip"].replace(".", "_"))')

@@ -45,6 +45,16 @@ def _ran(checkout: Path) -> list[str]:
     return log.read_text().splitlines() if log.exists() else []
 
 
+def test_a_failed_gate_fails_the_run_after_every_gate_has_ended_and_its_log_gives_its_time(checkout):
+    (checkout / "scripts" / "lint.sh").write_text(STAND_IN + "exit 3\n")
+    done = _gates(checkout, LLMOPS_SKIP_INTEGRATION="1")
+    assert done.returncode == 1
+    assert done.stderr.strip().splitlines()[-1] == "failed: lint (see .cache/logs/)"
+    assert len(_ran(checkout)) == 3, "the other stream ran to its end"
+    assert "gates: lint ended with status 3 after " in done.stdout
+    assert "gates: unit-py313 ended with status 0 after " in done.stdout
+
+
 def test_make_test_fails_before_any_gate_where_the_integration_tests_cannot_run(checkout):
     done = _gates(checkout)
     assert done.returncode == 1
@@ -59,7 +69,9 @@ def test_an_explicit_skip_runs_the_gates_and_says_the_integration_tests_did_not_
     assert "the integration tests are NOT run" in done.stderr
     assert done.stderr.strip().splitlines()[-1] == "passed: lint unit-py311 unit-py313; integration NOT RUN " \
                                                    "(LLMOPS_SKIP_INTEGRATION=1)"
-    assert _ran(checkout) == ["ran lint.sh ", "ran pytest.sh tests/unit tests/conformance", "ran unit-py313.sh "]
+    ran = _ran(checkout)  # lint in a stream of its own, the unit tests one after another in the other
+    assert sorted(ran) == ["ran lint.sh ", "ran pytest.sh tests/unit tests/conformance", "ran unit-py313.sh "]
+    assert ran.index("ran pytest.sh tests/unit tests/conformance") < ran.index("ran unit-py313.sh ")
 
 
 @pytest.mark.parametrize("skip", ["", "1"])
