@@ -14,6 +14,11 @@ from __future__ import annotations
 # configuration's on the same host.
 DEFAULT_LIMITS = {"max_error_rate": 0.01, "max_ttft_p99_increase_pct": 10.0, "max_tpot_p99_increase_pct": 10.0}
 LATENCIES = (("ttft_ms", "max_ttft_p99_increase_pct", "p99 TTFT"), ("tpot_ms", "max_tpot_p99_increase_pct", "p99 TPOT"))
+# The analysis' benchmark (llmops.sglang.bench's options): short (64 requests at C=8, one run, a few seconds on a GPU),
+# every request counted (a failed one is evidence, not an abort).
+DEFAULT_BENCH = {"concurrency_levels": [8], "requests_per_level": 64, "warmup_requests": 8, "input_len": 512,
+                 "output_len": 128, "repeats": 1, "max_failed_share": 1.0, "request_timeout_s": 120,
+                 "level_timeout_s": 300}
 
 
 def limits_with_defaults(limits: dict | None) -> dict:
@@ -25,6 +30,21 @@ def limits_with_defaults(limits: dict | None) -> dict:
         if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
             raise ValueError(f"rollout analysis limits: {key} must be a number >= 0, not {value!r}")
     return merged
+
+
+def analysis_settings(analysis: dict | None) -> dict:
+    """The rollout's ``rollout_analysis`` input as the batches use it: ``on`` (null turns the analysis off: health
+    only), ``bench`` (its options over :data:`DEFAULT_BENCH`) and ``limits`` (checked here, before any host changes)."""
+    if analysis is None:
+        return {"on": False, "bench": dict(DEFAULT_BENCH), "limits": limits_with_defaults(None)}
+    unknown = sorted(set(analysis) - {"bench", "limits"})
+    if unknown:
+        raise ValueError(f"rollout_analysis: unknown {', '.join(unknown)} (known: bench, limits)")
+    for key in ("bench", "limits"):
+        if not isinstance(analysis.get(key) or {}, dict):
+            raise ValueError(f"rollout_analysis.{key} must be a dict of {'bench options' if key == 'bench' else 'limits'}")
+    return {"on": True, "bench": {**DEFAULT_BENCH, **(analysis.get("bench") or {})},
+            "limits": limits_with_defaults(analysis.get("limits"))}
 
 
 def sweep_numbers(sweep: dict) -> dict:

@@ -5,7 +5,8 @@ import pytest
 from ansible.errors import AnsibleFilterError
 
 from ansible_collections.llmops.sglang.plugins.filter.rollout_analysis import rollout_analysis
-from ansible_collections.llmops.sglang.plugins.module_utils.rollout_analysis import DEFAULT_LIMITS, analyse
+from ansible_collections.llmops.sglang.plugins.filter.rollout_analysis_settings import rollout_analysis_settings
+from ansible_collections.llmops.sglang.plugins.module_utils.rollout_analysis import DEFAULT_BENCH, DEFAULT_LIMITS, analyse
 
 
 def level(concurrency: int, ttft_p99: float | None, tpot_p99: float | None, requests: int = 32, failed: int = 0) -> dict:
@@ -87,3 +88,29 @@ def test_the_filter_names_what_is_wrong():
         rollout_analysis(BEFORE, "sweep")
     with pytest.raises(AnsibleFilterError, match="rollout_analysis: the measurement before the change"):
         rollout_analysis(sweep(), BEFORE)
+
+
+def test_the_analysis_settings_put_the_operators_bench_and_limits_over_the_defaults():
+    settings = rollout_analysis_settings({"bench": {"requests_per_level": 160, "concurrency_levels": [4]},
+                                          "limits": {"max_tpot_p99_increase_pct": 25}})
+    assert settings["on"] is True
+    assert settings["bench"] == {**DEFAULT_BENCH, "requests_per_level": 160, "concurrency_levels": [4]}
+    assert settings["limits"] == {**DEFAULT_LIMITS, "max_tpot_p99_increase_pct": 25}
+    assert rollout_analysis_settings({}) == {"on": True, "bench": DEFAULT_BENCH, "limits": DEFAULT_LIMITS}
+    assert rollout_analysis_settings({"bench": None, "limits": None})["bench"] == DEFAULT_BENCH
+
+
+def test_a_null_analysis_turns_it_off():
+    assert rollout_analysis_settings(None)["on"] is False
+
+
+@pytest.mark.parametrize("analysis, message", [
+    ({"limit": {}}, "rollout_analysis: unknown limit (known: bench, limits)"),
+    ({"limits": {"max_p50": 1}}, "unknown max_p50"),
+    ({"limits": {"max_error_rate": -1}}, "max_error_rate must be a number >= 0"),
+    ({"bench": [8]}, "rollout_analysis.bench must be a dict of bench options"),
+    ("fast", "rollout_analysis must be a dict with bench and limits, or null to turn the analysis off; got str"),
+])
+def test_analysis_settings_that_mean_nothing_are_refused_before_any_host_changes(analysis, message):
+    with pytest.raises(AnsibleFilterError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        rollout_analysis_settings(analysis)
