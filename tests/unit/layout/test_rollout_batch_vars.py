@@ -21,6 +21,8 @@ RECORDS = {
     "h2": {"status": "failed", "batch": 2, "revision": "000004", "reason": "analysis: level 8: p99 TPOT +60%"},
 }
 
+CONTENT = "{{ {'outcome': rollout_outcome, 'analysis': rollout_analysis_plan} | to_json }}"
+
 
 def _play_vars() -> dict:
     play = next(p for p in yaml.safe_load(ROLLOUT.read_text()) if p["name"].startswith("Rollout - a canary batch"))
@@ -39,8 +41,7 @@ def test_the_batch_reads_every_hosts_record_and_a_host_not_reached_has_none(tmp_
              {"name": "the records", "ansible.builtin.set_fact": {"rollout_record": "{{ records[inventory_hostname] }}"},
               "when": "inventory_hostname in records"},
              {"name": "what the batch decides", "run_once": True, "when": "ansible_play_batch | length > 1",
-              "ansible.builtin.copy": {"dest": str(out), "mode": "0600", "content":
-                  "{{ {'outcome': rollout_outcome, 'analysis': rollout_analysis_plan} | to_json }}"}}]},
+              "ansible.builtin.copy": {"dest": str(out), "mode": "0600", "content": CONTENT}}]},
     ]
     path = tmp_path / "batch.yml"
     path.write_text(yaml.safe_dump(playbook, sort_keys=False))
