@@ -118,7 +118,7 @@ def test_module_docs_show_no_internal_options(artifact):
 # What the stage playbooks call and a playbook of the user's should not (issue #39 item 10): the controller actions
 # of the run directory, and the tuning_run role's steps of a stage.
 INTERNAL_MODULES = {"adoption", "canary_goodput", "flag_plan", "moe_plan", "moe_records", "run_cost", "run_inputs", "run_lock", "run_record", "run_report", "search_step"}
-INTERNAL_ENTRY_POINTS = {"stage", "measure", "flag_trial", "decide", "moe_revert", "finish"}
+INTERNAL_ENTRY_POINTS = {"stage", "measure", "flag_trial", "decide", "finish"}
 
 
 def test_ansible_doc_lists_internal_actions_and_entry_points_as_internal(artifact):
@@ -134,7 +134,8 @@ def test_ansible_doc_lists_internal_actions_and_entry_points_as_internal(artifac
     entry_points = {(role.removeprefix("llmops.sglang."), entry): text
                     for role, doc in listed("-t", "role", "-l").items() for entry, text in doc["entry_points"].items()}
     assert {key for key, text in entry_points.items() if text.startswith("Internal - ")} == {
-        ("tuning_run", entry) for entry in INTERNAL_ENTRY_POINTS} | {("upgrade", "goodput"), ("upgrade", "retune")}
+        ("tuning_run", entry) for entry in INTERNAL_ENTRY_POINTS} | {("upgrade", "goodput"), ("upgrade", "retune"),
+                                                                    ("moe_kernels", "tune"), ("moe_kernels", "revert")}
     docs = json.loads(_run("ansible-doc", "--json", *(f"llmops.sglang.{name}" for name in sorted(INTERNAL_MODULES)),
                            cwd=artifact["tmp"], home=artifact["tmp"],
                            ANSIBLE_COLLECTIONS_PATH=str(artifact["installed"])).stdout)
