@@ -22,6 +22,7 @@ CLI: python -m tests.emulator.build DEST [--python /usr/bin/python3] [--venv-tar
 from __future__ import annotations
 
 import argparse
+import fcntl
 import hashlib
 import importlib.util
 import json
@@ -199,12 +200,16 @@ def build_wheelhouse(wheelhouse: Path, base_python: str = "/usr/bin/python3") ->
     stamp = {"sources": sources_digest(), "python": base_python, "wheels": wheel_releases(),
              "runtime_requirements": list(RUNTIME_REQUIREMENTS), "triton_pins": TRITON_PINS}
     stamp_path = wheelhouse.parent / f".{wheelhouse.name}.json"
-    if _read_stamp(stamp_path) != stamp or not wheelhouse.is_dir():
-        stamp_path.unlink(missing_ok=True)
-        with tempfile.TemporaryDirectory(prefix="wheelhouse-venv-") as venv:
-            _run([base_python, "-m", "venv", venv])
-            _build_wheelhouse(str(Path(venv, "bin", "python")), wheelhouse)
-        stamp_path.write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
+    wheelhouse.parent.mkdir(parents=True, exist_ok=True)
+    # One builder at a time (`make test` runs the unit tests on two Pythons at once); a second one finds it built.
+    with open(wheelhouse.parent / f".{wheelhouse.name}.lock", "w", encoding="utf-8") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if _read_stamp(stamp_path) != stamp or not wheelhouse.is_dir():
+            stamp_path.unlink(missing_ok=True)
+            with tempfile.TemporaryDirectory(prefix="wheelhouse-venv-") as venv:
+                _run([base_python, "-m", "venv", venv])
+                _build_wheelhouse(str(Path(venv, "bin", "python")), wheelhouse)
+            stamp_path.write_text(json.dumps(stamp, indent=2) + "\n", encoding="utf-8")
     return wheelhouse
 
 
