@@ -1,22 +1,19 @@
 #!/usr/bin/env bash
-# `make test`: every gate and every test, in two phases, so that CI's 2 cores are busy in the first and the
-# measurements have the machine to themselves in the second.
-#   1. at once: the integration modules that do not measure throughput, in two lanes (the modules split by the time
-#      each takes: tests/integration/conftest.py, MODULE_SECONDS), each lane with a sandbox fleet of its own (its
-#      bridge, subnet, state directory and name prefix: tests/sandbox/fleet.py's LLMOPS_SANDBOX_* variables); beside
-#      them, at a lower priority, the quality gates, each in a stream of its own: lint (scripts/lint.sh: sanity,
-#      galaxy-importer, ansible-lint), the unit and conformance tests on Python 3.11, and the unit tests and sanity on
-#      3.13 with the highest supported ansible-core (scripts/unit-py313.sh). The lanes wait on sandbox hosts most of
-#      the time (all their modules in one lane: 22 min on under half a core); the gates are busy processes (24 min of
-#      one core in a row), so they take the rest of the 2 cores.
-#   2. when all of those have ended: the integration modules marked `measuring` (their assertions rest on measured
-#      throughput: verdicts, curves, the search's optimum), alone, so no other load can tip a verdict (22 min).
-# One integration run beside the gates (phase 1 taking that run's 25 min) made `make test` 43-50 min on a 2-core
-# machine (2026-12-07); this, about 40. Each part writes its log under .cache/logs (the measuring modules' to the
-# terminal), the gates' with their wall time; the logs are printed, in order, once all have ended, and the exit code
-# is non-zero if anything failed. Where the integration tests cannot run (not root, no namespaces) it fails at once,
-# before any gate starts, unless LLMOPS_SKIP_INTEGRATION=1 skips them on purpose (scripts/integration.sh); the run's
-# last line then says they were not run.
+# `make test`: the integration tests (tests/integration, Python 3.11) in the foreground, and beside them, at lower
+# priorities, the quality gates in two streams: lint (scripts/lint.sh: sanity, galaxy-importer, ansible-lint; ~7 min
+# of one core) in one; in the other, one after another, the unit and conformance tests on Python 3.11 (~12 min) and
+# the unit tests and sanity on 3.13 with the highest supported ansible-core (scripts/unit-py313.sh, ~9 min). The
+# integration tests wait on sandbox hosts most of the time (their modules that measure nothing: 22 min alone, on
+# under half a core), so the gates take the rest of CI's 2 cores. The gates one after another (24 core-minutes) ended
+# after those modules, and the modules that assert on measured throughput (marker `measuring`, run last:
+# tests/integration/conftest.py) ran beside the last of them; in two streams they end with those modules (a clean
+# clone, 2026-12-07: both after 25.5 min, then the measuring modules alone for 22.5; 49 min in all; the integration
+# tests alone take 44). Two lanes of integration modules beside the gates made the 2 cores CPU-bound and took longer
+# (51 min). Each gate writes its
+# own log under .cache/logs, with its wall time; the logs are printed, in order, once all have ended, and the exit
+# code is non-zero if anything failed. Where the integration tests cannot run (not root, no namespaces) it fails at
+# once, before any gate starts, unless LLMOPS_SKIP_INTEGRATION=1 skips them on purpose (scripts/integration.sh); the
+# run's last line then says they were not run.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/integration.sh --check || exit 1
@@ -24,60 +21,43 @@ logs=.cache/logs
 mkdir -p "$logs"
 rm -f "$logs"/*.failed
 gates=(lint unit-py311 unit-py313)
-lanes=(1 2)
-# At the lowest priority: the lanes wait on timeouts of their own. Each pytest with a base directory of its own
-# (pytest empties the one it is given; unit-py313.sh's: .cache/pytest-unit-py313).
+# The unit chain is the longer path of the gates, lint has the most time to spare; the integration tests, at the
+# default priority, wait on timeouts of their own.
 run_gate() {
     case $1 in
-        unit-py311) nice -n 19 bash scripts/pytest.sh tests/unit tests/conformance --basetemp=.cache/pytest-unit-py311 ;;
-        unit-py313) nice -n 19 bash scripts/unit-py313.sh ;;
-        lint) nice -n 19 bash scripts/lint.sh ;;
+        unit-py311) nice -n 10 bash scripts/pytest.sh tests/unit tests/conformance ;;
+        unit-py313) nice -n 10 bash scripts/unit-py313.sh ;;
+        lint) nice -n 15 bash scripts/lint.sh ;;
     esac
 }
-# Lane 1 is the sandbox's default fleet; lane N > 1 has its own name prefix, bridge, subnet and state directory.
-run_lane() {
-    local lane=$1 env=()
-    ((lane > 1)) && env=(LLMOPS_SANDBOX_FLEET="l$lane" LLMOPS_SANDBOX_BRIDGE="llmops-br$lane"
-                         LLMOPS_SANDBOX_SUBNET="10.213.$lane" LLMOPS_SANDBOX_STATE_DIR="$PWD/.sandbox-lane$lane")
-    env "${env[@]}" bash scripts/integration.sh -m "not measuring" --lane "$lane/${#lanes[@]}" \
-        --basetemp=".cache/pytest-integration-$lane"
+# A gate's output and wall time in its log, its failure as a file for the summary once everything has ended.
+run_logged() {
+    local gate=$1 start=$SECONDS status=0
+    run_gate "$gate" >"$logs/$gate.log" 2>&1 || status=$?
+    echo "gates: $gate ended with status $status after $((SECONDS - start)) s" >>"$logs/$gate.log"
+    ((status == 0)) || touch "$logs/$gate.failed"
 }
-# A part's output and wall time in its log, its failure as a file for the summary once everything has ended.
-run_part() {
-    local name=$1 start=$SECONDS status=0
-    shift
-    "$@" >"$logs/$name.log" 2>&1 || status=$?
-    echo "gates: $name ended with status $status after $((SECONDS - start)) s" >>"$logs/$name.log"
-    ((status == 0)) || touch "$logs/$name.failed"
-}
-# The emulator's payload once, before the lanes' fleets boot: each fleet would build it into the same directory.
-if [[ ${LLMOPS_SKIP_INTEGRATION:-} != 1 ]]; then
-    "${VENV:-.venv}"/bin/python -c "from tests.sandbox.emulator_payload import build_emulator; build_emulator()" \
-        || exit 1
-fi
-# Each part in a process group of its own (job control on), so that an interrupt stops every process of it.
+# Each stream in a process group of its own (job control on), so that an interrupt stops every process of it.
 set -m
-parts=()
-for gate in "${gates[@]}"; do
-    run_part "$gate" run_gate "$gate" &
-    parts+=($!)
-done
-for lane in "${lanes[@]}"; do
-    run_part "integration-lane$lane" run_lane "$lane" &
-    parts+=($!)
-done
+run_logged lint &
+streams=($!)
+# One after another: both run scripts/ee.sh (tests/unit/awx), which rebuilds dist/ and context/, and build the
+# emulator's wheelhouse (.cache/emulator-wheelhouse) when it is missing.
+(run_logged unit-py311; run_logged unit-py313) &
+streams+=($!)
 set +m
-trap 'for pid in "${parts[@]}"; do kill -- -"$pid" 2>/dev/null; done; exit 130' INT TERM
-wait "${parts[@]}"
-bash scripts/integration.sh -m measuring --basetemp=.cache/pytest-integration
-measuring=$?
+trap 'for pid in "${streams[@]}"; do kill -- -"$pid" 2>/dev/null; done; exit 130' INT TERM
+# Its own pytest base directory: pytest empties the one it is given, and the gates use the default one meanwhile.
+bash scripts/integration.sh --basetemp=.cache/pytest-integration
+integration=$?
+wait "${streams[@]}"
 failed=()
-for part in "${lanes[@]/#/integration-lane}" "${gates[@]}"; do
-    echo "=== $part ($logs/$part.log)"
-    cat "$logs/$part.log"
-    [[ -e $logs/$part.failed ]] && failed+=("$part")
+for gate in "${gates[@]}"; do
+    echo "=== $gate ($logs/$gate.log)"
+    cat "$logs/$gate.log"
+    [[ -e $logs/$gate.failed ]] && failed+=("$gate")
 done
-((measuring == 0)) || failed+=(integration-measuring)
+((integration == 0)) || failed+=(integration)
 if ((${#failed[@]})); then
     echo "failed: ${failed[*]} (see $logs/)" >&2
     exit 1

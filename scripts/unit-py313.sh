@@ -19,7 +19,7 @@ PYTHON=$dir/python$version CONSTRAINTS=$PWD/constraints/ansible-core-2.21.txt ba
 #   other tests run here (~40 s).
 verdict=tests/unit/plugins/module_utils/test_sequential_verdict.py
 tests=0
-bash scripts/pytest.sh tests/unit --ignore=tests/unit/emulator --basetemp=.cache/pytest-unit-py313 \
+bash scripts/pytest.sh tests/unit --ignore=tests/unit/emulator \
     --deselect "$verdict::test_false_adopt_rate_of_whole_sweeps_is_at_most_five_percent" \
     --deselect "$verdict::test_improvements_of_three_percent_and_more_are_missed_no_more_than_by_five_fixed_repeats" \
     || tests=$?

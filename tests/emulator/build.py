@@ -201,7 +201,7 @@ def build_wheelhouse(wheelhouse: Path, base_python: str = "/usr/bin/python3") ->
              "runtime_requirements": list(RUNTIME_REQUIREMENTS), "triton_pins": TRITON_PINS}
     stamp_path = wheelhouse.parent / f".{wheelhouse.name}.json"
     wheelhouse.parent.mkdir(parents=True, exist_ok=True)
-    # One builder at a time (`make test` runs the unit tests on two Pythons at once); a second one finds it built.
+    # One builder at a time (`make unit` and `make unit-py313` at once, say); a second one finds it built.
     with open(wheelhouse.parent / f".{wheelhouse.name}.lock", "w", encoding="utf-8") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if _read_stamp(stamp_path) != stamp or not wheelhouse.is_dir():

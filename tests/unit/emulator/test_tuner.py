@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -183,11 +184,13 @@ def demo_problem() -> MoeProblem:
 # --------------------------------------------------------------------------------------------- fixtures
 
 @pytest.fixture(scope="module")
-def ray_tmp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    # Short path: Ray's unix sockets live below it (107-byte limit).
-    path = tmp_path_factory.mktemp("ray")
+def ray_tmp() -> Iterator[Path]:
+    """Under /tmp, not pytest's base directory: Ray's unix sockets live below it (AF_UNIX paths: 107 bytes), and a
+    checkout's path plus .cache/pytest-unit-py311/ray0/ray/session_<time>_<pid>/sockets/plasma_store exceeds that."""
+    path = Path(tempfile.mkdtemp(prefix="llmops-ray-", dir="/tmp"))
     yield path
     assert_ray_gone(path)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True)
